@@ -1,0 +1,256 @@
+"""Checks on a composed training config, mirroring what RLinf asserts at launch (and more).
+
+Every function takes the config (and facts it needs) and returns findings; none imports rlinf,
+Ray or torch, so ``dexrl validate`` stays fast and runs anywhere.
+"""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from omegaconf import DictConfig, OmegaConf
+
+from dexrl.catalog import POLICIES, SUITES
+from dexrl.checks import Finding
+from dexrl.checks.checkpoint import check_checkpoint_dir
+
+KNOWN_LOGGERS = ("tensorboard", "wandb", "swanlab")
+COMPONENTS = ("actor", "rollout", "env")
+_RANGE = re.compile(r"^\s*(\d+)\s*(?:-\s*(\d+)\s*)?$")
+
+
+@dataclass(frozen=True)
+class Facts:
+    """What the checks need beyond the config."""
+
+    suite: str | None = None
+    gpus_per_node: int = 8
+
+
+def _get(cfg: DictConfig, key: str, default: Any = None) -> Any:
+    return OmegaConf.select(cfg, key, default=default)
+
+
+def parse_placement(spec: Any, num_devices: int) -> list[int]:
+    """Expand ``"all"`` / ``"a,b,c-d"`` / an int into device ids.
+
+    Raises:
+        ValueError: on bad grammar, with the reason.
+    """
+    if isinstance(spec, int) and not isinstance(spec, bool):
+        return [spec]
+    if not isinstance(spec, str):
+        raise ValueError(f"expected a string like 'all' or '0-3,5', got {spec!r}")
+    if spec.strip() == "all":
+        return list(range(num_devices))
+    ids: list[int] = []
+    for part in spec.split(","):
+        m = _RANGE.match(part)
+        if not m:
+            raise ValueError(f"'{part.strip()}' is not a device id or a range like 0-3")
+        lo, hi = int(m.group(1)), int(m.group(2) or m.group(1))
+        if hi < lo:
+            raise ValueError(f"range '{part.strip()}' runs backwards")
+        ids.extend(range(lo, hi + 1))
+    return ids
+
+
+def placement_world_sizes(cfg: DictConfig, facts: Facts) -> tuple[dict[str, int], list[Finding]]:
+    """World size per component from ``cluster.component_placement``, plus grammar findings."""
+    findings: list[Finding] = []
+    num_nodes = _get(cfg, "cluster.num_nodes", 1)
+    if not isinstance(num_nodes, int) or num_nodes < 1:
+        return {}, [Finding("error", "cluster.num_nodes", f"must be a positive integer, "
+                            f"got {num_nodes!r}", "set cluster.num_nodes=1 for one machine")]
+    total = num_nodes * facts.gpus_per_node
+    placement = _get(cfg, "cluster.component_placement")
+    if not isinstance(placement, DictConfig) or not len(placement):
+        return {}, [Finding("error", "cluster.component_placement", "missing or empty",
+                            "e.g. cluster.component_placement='{actor,env,rollout: all}'")]
+    sizes: dict[str, int] = {}
+    for names, spec in placement.items():
+        where = f"cluster.component_placement.{names}"
+        try:
+            ids = parse_placement(spec, total)
+        except ValueError as exc:
+            findings.append(Finding("error", where, f"bad placement: {exc}",
+                                    "use 'all' or ids and ranges like '0-3,6'"))
+            continue
+        out = sorted({i for i in ids if i >= total})
+        if out:
+            findings.append(Finding(
+                "error", where,
+                f"device ids {out} exceed the {total} GPUs of {num_nodes} node(s) × "
+                f"{facts.gpus_per_node} GPUs",
+                "use ids below that, raise cluster.num_nodes, or pass --gpus-per-node",
+            ))
+        for name in str(names).split(","):
+            name = name.strip()
+            if name in sizes:
+                findings.append(Finding("error", where, f"component '{name}' placed twice",
+                                        "place each component once"))
+            sizes[name] = len(set(ids))
+    for comp in COMPONENTS:
+        if comp not in sizes:
+            findings.append(Finding("error", "cluster.component_placement",
+                                    f"component '{comp}' is not placed",
+                                    "add it, e.g. 'actor,env,rollout: all'"))
+    return sizes, findings
+
+
+def check_env_arithmetic(cfg: DictConfig, sizes: dict[str, int]) -> list[Finding]:
+    """RLinf's divisibility rules for env counts, chunks and pipeline stages."""
+    findings: list[Finding] = []
+    env_ws = sizes.get("env") or 0
+    stages = _get(cfg, "rollout.pipeline_stage_num", 1) or 1
+    chunks = _get(cfg, "actor.model.num_action_chunks", 1) or 1
+    eval_on = (_get(cfg, "runner.val_check_interval", -1) or -1) > 0 or bool(
+        _get(cfg, "runner.only_eval", False))
+    for split in ("train", "eval"):
+        if split == "eval" and not eval_on:
+            continue
+        n = _get(cfg, f"env.{split}.total_num_envs")
+        group = _get(cfg, f"env.{split}.group_size", _get(cfg, "algorithm.group_size", 1)) or 1
+        key = f"env.{split}.total_num_envs"
+        if not isinstance(n, int) or n <= 0:
+            findings.append(Finding("error", key, f"must be a positive integer, got {n!r}",
+                                    f"set {key} to a multiple of the env world size"))
+            continue
+        if env_ws and n % env_ws:
+            findings.append(Finding("error", key,
+                                    f"{n} envs do not divide over {env_ws} env processes",
+                                    f"use a multiple of {env_ws}"))
+        elif env_ws:
+            per = n // env_ws
+            if per % stages or per // stages == 0:
+                findings.append(Finding(
+                    "error", key, f"{per} envs per process do not split into "
+                    f"rollout.pipeline_stage_num={stages} stages",
+                    f"use a multiple of {env_ws * stages} envs or fewer stages"))
+            elif (per // stages) % group:
+                findings.append(Finding(
+                    "error", key, f"{per // stages} envs per stage are not divisible by "
+                    f"group_size={group}", f"use a multiple of {env_ws * stages * group} envs"))
+        steps = _get(cfg, f"env.{split}.max_steps_per_rollout_epoch")
+        if isinstance(steps, int) and steps % chunks:
+            findings.append(Finding(
+                "error", f"env.{split}.max_steps_per_rollout_epoch",
+                f"{steps} is not divisible by actor.model.num_action_chunks={chunks}",
+                f"use a multiple of {chunks}"))
+    return findings
+
+
+def check_batch_arithmetic(cfg: DictConfig, sizes: dict[str, int]) -> list[Finding]:
+    """Global batch must split into micro-batches over every actor rank."""
+    gbs = _get(cfg, "actor.global_batch_size")
+    mbs = _get(cfg, "actor.micro_batch_size")
+    ws = sizes.get("actor") or 0
+    if not isinstance(gbs, int) or not isinstance(mbs, int) or gbs <= 0 or mbs <= 0:
+        return [Finding("error", "actor.global_batch_size",
+                        f"batch sizes must be positive integers (global {gbs!r}, micro {mbs!r})",
+                        "set actor.global_batch_size and actor.micro_batch_size")]
+    if ws and gbs % (mbs * ws):
+        return [Finding("error", "actor.global_batch_size",
+                        f"{gbs} is not divisible by micro_batch_size × actor world size "
+                        f"= {mbs} × {ws}", f"use a multiple of {mbs * ws}")]
+    return []
+
+
+def check_algorithm(cfg: DictConfig) -> list[Finding]:
+    """PPO actor-critic needs a value head."""
+    loss = _get(cfg, "algorithm.loss_type")
+    if loss in ("actor_critic", "decoupled_actor_critic") and not _get(
+            cfg, "actor.model.add_value_head", False):
+        return [Finding("error", "actor.model.add_value_head",
+                        f"algorithm.loss_type={loss} needs a value head",
+                        "set actor.model.add_value_head=True")]
+    return []
+
+
+def check_runner(cfg: DictConfig) -> list[Finding]:
+    """Checkpoint cadence and logger backends."""
+    findings: list[Finding] = []
+    max_steps = _get(cfg, "runner.max_steps")
+    save = _get(cfg, "runner.save_interval")
+    val = _get(cfg, "runner.val_check_interval", -1)
+    if isinstance(max_steps, int) and isinstance(save, int) and save > max_steps > 0:
+        findings.append(Finding("warning", "runner.save_interval",
+                                f"{save} exceeds runner.max_steps={max_steps}: only the final "
+                                "step is checkpointed, so a crash loses the whole run",
+                                f"use a value ≤ {max_steps}"))
+    if isinstance(val, int) and isinstance(save, int) and val > 0 and save > 0 and save % val:
+        findings.append(Finding("error", "runner.save_interval",
+                                f"{save} is not a multiple of runner.val_check_interval={val} "
+                                "(RLinf requires it)", f"use a multiple of {val}"))
+    backends = _get(cfg, "runner.logger.logger_backends", []) or []
+    for b in backends:
+        if b not in KNOWN_LOGGERS:
+            findings.append(Finding("error", "runner.logger.logger_backends",
+                                    f"unknown logger backend '{b}'",
+                                    f"use any of {', '.join(KNOWN_LOGGERS)}"))
+    return findings
+
+
+def check_model(cfg: DictConfig, facts: Facts) -> list[Finding]:
+    """Model type, paths, train/eval consistency, and the checkpoint when it exists."""
+    findings: list[Finding] = []
+    model_type = _get(cfg, "actor.model.model_type")
+    known = {p.model_type for p in POLICIES.values()}
+    if model_type not in known:
+        findings.append(Finding("error", "actor.model.model_type",
+                                f"'{model_type}' is not a dexrl policy",
+                                f"use one of {', '.join(sorted(known))}"))
+    actor_path = _get(cfg, "actor.model.model_path")
+    rollout_path = _get(cfg, "rollout.model.model_path")
+    if actor_path != rollout_path:
+        findings.append(Finding("error", "rollout.model.model_path",
+                                f"differs from actor.model.model_path ({rollout_path!r} vs "
+                                f"{actor_path!r})", "set actor.model.model_path only; the "
+                                "rollout follows it"))
+    chunks = _get(cfg, "actor.model.num_action_chunks")
+    for key in ("actor.model.dexbotic.action_chunk", "rollout.model.num_action_chunks"):
+        other = _get(cfg, key)
+        if other is not None and other != chunks:
+            findings.append(Finding("error", key, f"{other} differs from "
+                                    f"actor.model.num_action_chunks={chunks}",
+                                    "set actor.model.num_action_chunks only"))
+    steps = _get(cfg, "actor.model.num_steps")
+    for key in ("actor.model.dexbotic.num_steps", "rollout.model.num_steps"):
+        other = _get(cfg, key)
+        if other is not None and other != steps:
+            findings.append(Finding("error", key, f"{other} differs from "
+                                    f"actor.model.num_steps={steps}",
+                                    "set actor.model.num_steps only"))
+    if facts.suite in SUITES:
+        horizon = SUITES[facts.suite].horizon
+        for split in ("train", "eval"):
+            mes = _get(cfg, f"env.{split}.max_episode_steps")
+            if isinstance(mes, int) and mes != horizon:
+                findings.append(Finding(
+                    "warning", f"env.{split}.max_episode_steps",
+                    f"{mes} differs from the {facts.suite} horizon {horizon} used by the "
+                    "openpi/RLinf standalone evaluations (success rates are not comparable)",
+                    f"set env.{split}.max_episode_steps={horizon} to compare with published "
+                    "numbers"))
+    if isinstance(actor_path, str) and Path(actor_path).expanduser().exists():
+        findings += check_checkpoint_dir(Path(actor_path).expanduser(), model_type)
+    elif isinstance(actor_path, str):
+        findings.append(Finding("warning", "actor.model.model_path",
+                                f"checkpoint not found at {actor_path}",
+                                "run `dexrl download <repo>` or pass --ckpt / "
+                                "actor.model.model_path=..."))
+    return findings
+
+
+def run_config_checks(cfg: DictConfig, facts: Facts) -> list[Finding]:
+    """Every config check, in a stable order; collects all problems."""
+    sizes, findings = placement_world_sizes(cfg, facts)
+    findings += check_env_arithmetic(cfg, sizes)
+    findings += check_batch_arithmetic(cfg, sizes)
+    findings += check_algorithm(cfg)
+    findings += check_runner(cfg)
+    findings += check_model(cfg, facts)
+    return findings

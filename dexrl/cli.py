@@ -1,0 +1,56 @@
+"""The ``dexrl`` command line: mounts one command per verb and renders expected errors once."""
+
+from __future__ import annotations
+
+import typer
+from typer.core import TyperGroup
+
+from dexrl import __version__
+from dexrl.commands import configs, validate
+from dexrl.errors import DexrlError
+
+
+class _DexrlGroup(TyperGroup):
+    """Renders every expected failure (DexrlError) once: ``error:``/``hint:`` on stderr, exit 2."""
+
+    def invoke(self, ctx):  # noqa: ANN001, ANN201 - click's signature
+        try:
+            return super().invoke(ctx)
+        except DexrlError as exc:
+            typer.echo(exc.render(), err=True)
+            raise typer.Exit(exc.exit_code) from None
+
+
+app = typer.Typer(
+    name="dexrl",
+    cls=_DexrlGroup,
+    help="Post-train Dexbotic VLA policies (π0, DM0) with RL on LIBERO, RLinf as the backend.",
+    no_args_is_help=True,
+    add_completion=False,
+    pretty_exceptions_show_locals=False,
+    context_settings={"help_option_names": ["-h", "--help"]},
+    rich_markup_mode="rich",
+)
+
+for module in (configs, validate):
+    module.mount(app)
+
+
+def _version(value: bool) -> None:
+    if value:
+        typer.echo(f"dexrl {__version__}")
+        raise typer.Exit()
+
+
+@app.callback()
+def _root(
+    version: bool = typer.Option(
+        False, "--version", "-V", callback=_version, is_eager=True, help="Print the version."
+    ),
+) -> None:
+    """Post-train Dexbotic VLA policies (π0, DM0) with RL on LIBERO, RLinf as the backend."""
+
+
+def main() -> None:
+    """Console entry point."""
+    app()

@@ -1,0 +1,1 @@
+"""One module per verb; each exposes ``mount(app)`` and keeps logic in the library."""

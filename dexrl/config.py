@@ -1,0 +1,185 @@
+"""Compose the packaged Hydra tree with the compose API (never ``@hydra.main``).
+
+One function, :func:`compose`, serves validate, train, doctor and the tests.
+"""
+
+from __future__ import annotations
+
+import re
+import warnings
+from importlib import resources
+from pathlib import Path
+
+from omegaconf import DictConfig, OmegaConf
+
+from dexrl.catalog import POLICIES, SUITES, config_name, did_you_mean
+from dexrl.errors import DexrlError
+
+
+def conf_dir() -> Path:
+    """Directory of the Hydra tree shipped inside the installed package."""
+    return Path(str(resources.files("dexrl.conf")))
+
+
+def list_configs() -> list[str]:
+    """Names of every shipped top-level config (``<suite>_ppo_<model_type>``)."""
+    return sorted(p.stem for p in conf_dir().glob("*.yaml"))
+
+
+def shipped_matrix() -> list[tuple[str, str, str]]:
+    """(suite, policy, config name) for every suite × policy with a shipped config."""
+    names = set(list_configs())
+    return [
+        (s, p, config_name(s, p))
+        for s in SUITES
+        for p in POLICIES
+        if config_name(s, p) in names
+    ]
+
+
+def resolve_config_name(suite: str | None, model: str | None, name: str | None) -> str:
+    """Pick the top-level config from ``--config-name`` or ``--suite``/``--model``."""
+    if name:
+        stem = name[:-5] if name.endswith(".yaml") else name
+        if stem not in list_configs():
+            raise DexrlError(
+                f"no shipped config named '{stem}'.{did_you_mean(stem, list_configs())}",
+                "run `dexrl configs` to list them",
+                where="--config-name",
+            )
+        return stem
+    if not suite or not model:
+        missing = "--suite" if not suite else "--model"
+        raise DexrlError(
+            f"{missing} is required when --config-name is not given",
+            "e.g. `--suite libero_spatial --model pi0`",
+            where=missing,
+        )
+    stem = config_name(suite, model)
+    if stem not in list_configs():
+        raise DexrlError(
+            f"no shipped config for suite '{suite}' with model '{model}' ({stem})",
+            "run `dexrl configs` to list them",
+        )
+    return stem
+
+
+def check_override_syntax(overrides: list[str]) -> None:
+    """Parse each override with Hydra's own grammar so the bad one can be named."""
+    from hydra.core.override_parser.overrides_parser import OverridesParser
+    from hydra.errors import HydraException
+
+    parser = OverridesParser.create()
+    for ov in overrides:
+        try:
+            (parsed,) = parser.parse_overrides([ov])
+        except HydraException:
+            raise DexrlError(
+                f"malformed override '{ov}'",
+                "overrides are key=value, e.g. `runner.max_steps=10` (+key=value adds a key; "
+                "quote values with spaces or brackets)",
+                where="overrides",
+            ) from None
+        if not parsed.key_or_group:
+            raise DexrlError(f"override '{ov}' has no key", "write key=value", where="overrides")
+        if parsed.is_sweep_override():
+            raise DexrlError(
+                f"override '{ov}' is a sweep; dexrl runs one experiment at a time",
+                "pass a single value (quote a list: key='[a,b]')",
+                where="overrides",
+            )
+
+
+def compose(name: str, overrides: list[str] | None = None) -> DictConfig:
+    """Compose a shipped top-level config with Hydra overrides.
+
+    Raises:
+        DexrlError: for malformed or unknown overrides, missing files or unreadable YAML.
+    """
+    from hydra import compose as hydra_compose
+    from hydra import initialize_config_dir
+    from hydra.errors import HydraException
+    from omegaconf.errors import OmegaConfBaseException
+
+    overrides = list(overrides or [])
+    check_override_syntax(overrides)
+    try:
+        with warnings.catch_warnings():
+            # version_base 1.1 is RLinf's choice too; Hydra's migration notice is noise here.
+            warnings.simplefilter("ignore")
+            with initialize_config_dir(config_dir=str(conf_dir()), version_base="1.1"):
+                cfg = hydra_compose(config_name=name, overrides=overrides)
+    except (HydraException, OmegaConfBaseException) as exc:
+        raise _hydra_error(exc, name, overrides) from None
+    except Exception as exc:  # YAML scanner errors and friends surface here
+        if type(exc).__module__.startswith("yaml"):
+            raise DexrlError(
+                f"unreadable YAML in config '{name}': {_one_line(exc)}",
+                "fix the YAML syntax in that file",
+            ) from None
+        raise
+    if "hydra" in cfg:
+        with _writable(cfg):
+            del cfg["hydra"]
+    return cfg
+
+
+def to_yaml(cfg: DictConfig, resolve: bool = True) -> str:
+    """The config as YAML, interpolations resolved by default."""
+    return OmegaConf.to_yaml(cfg, resolve=resolve)
+
+
+def _one_line(exc: BaseException) -> str:
+    return " ".join(str(exc).split())
+
+
+def config_keys(name: str) -> list[str]:
+    """Every dotted key of a shipped config (no overrides), for did-you-mean hints."""
+    cfg = OmegaConf.to_container(compose(name), resolve=False)
+    keys: list[str] = []
+
+    def walk(node: object, prefix: str) -> None:
+        if isinstance(node, dict):
+            for k, v in node.items():
+                keys.append(f"{prefix}{k}")
+                walk(v, f"{prefix}{k}.")
+
+    walk(cfg, "")
+    return keys
+
+
+def _hydra_error(exc: BaseException, name: str, overrides: list[str]) -> DexrlError:
+    text = _one_line(exc)
+    key = re.search(r"Could not override '([^']+)'", text) or re.search(
+        r"Key '([^']+)' is not in struct", text
+    )
+    if key:
+        suggestion = did_you_mean(key.group(1), config_keys(name)) if overrides else ""
+        return DexrlError(
+            f"unknown config key '{key.group(1)}' in overrides.{suggestion}",
+            "check the spelling (`dexrl validate ... --print` shows every key), "
+            "or prefix the override with + to add a new key",
+            where="overrides",
+        )
+    if "Could not find" in text or "MissingConfig" in type(exc).__name__:
+        return DexrlError(f"missing config file while composing '{name}': {text}",
+                          "reinstall dexrl or fix the defaults list")
+    if "OverrideParse" in type(exc).__name__ or "parse" in text.lower():
+        return DexrlError(f"malformed override: {text}",
+                          "overrides are key=value, quote values with spaces")
+    return DexrlError(f"could not compose config '{name}': {text}",
+                      "check the overrides and the config files")
+
+
+class _writable:
+    """Temporarily lift struct/readonly flags on a config."""
+
+    def __init__(self, cfg: DictConfig) -> None:
+        self.cfg = cfg
+
+    def __enter__(self) -> DictConfig:
+        OmegaConf.set_struct(self.cfg, False)
+        return self.cfg
+
+    def __exit__(self, *exc: object) -> None:
+        OmegaConf.set_struct(self.cfg, True)

@@ -1,0 +1,62 @@
+"""The CLI shell: help, version, configs listing, error rendering, import weight."""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+
+from typer.testing import CliRunner
+
+from dexrl import __version__
+from dexrl.cli import app
+from dexrl.config import list_configs
+
+runner = CliRunner()
+
+
+def test_help_lists_verbs() -> None:
+    result = runner.invoke(app, ["--help"])
+    assert result.exit_code == 0
+    for verb in ("validate", "configs"):
+        assert verb in result.output
+
+
+def test_version() -> None:
+    result = runner.invoke(app, ["--version"])
+    assert result.exit_code == 0
+    assert result.output.strip() == f"dexrl {__version__}"
+
+
+def test_validate_help_has_examples() -> None:
+    result = runner.invoke(app, ["validate", "--help"])
+    assert result.exit_code == 0
+    assert "dexrl validate --suite libero_spatial --model pi0" in result.output
+
+
+def test_configs_lists_every_shipped_config() -> None:
+    result = runner.invoke(app, ["configs"], env={"COLUMNS": "200"})
+    assert result.exit_code == 0
+    names = list_configs()
+    assert len(names) == 10
+    for name in names:
+        assert name in result.output
+
+
+def test_unknown_verb_is_a_usage_error() -> None:
+    result = runner.invoke(app, ["trian"])
+    assert result.exit_code == 2
+    assert "Traceback" not in result.output
+
+
+def test_help_and_validate_do_not_import_heavy_stacks(tmp_path) -> None:
+    code = (
+        "import sys\n"
+        "from typer.testing import CliRunner\n"
+        "from dexrl.cli import app\n"
+        "r = CliRunner().invoke(app, ['validate', '--suite', 'libero_spatial', '--model', 'pi0'])\n"
+        "assert r.exit_code == 0, r.output\n"
+        "heavy = sorted(m for m in ('torch', 'ray', 'rlinf', 'transformers') if m in sys.modules)\n"
+        "print(','.join(heavy))\n"
+    )
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
+    assert out.stdout.strip() == ""

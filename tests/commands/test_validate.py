@@ -1,0 +1,152 @@
+"""`dexrl validate` through the real CLI: clean configs, every check's failure, bad input."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+from typer.testing import CliRunner
+
+from dexrl.cli import app
+from dexrl.config import shipped_matrix
+
+runner = CliRunner()
+BASE = ["validate", "--suite", "libero_spatial", "--model", "pi0"]
+
+
+def run(*args: str):
+    return runner.invoke(app, list(args), env={"COLUMNS": "250"})
+
+
+@pytest.mark.parametrize(("suite", "model", "name"), shipped_matrix())
+def test_every_shipped_config_validates_clean(suite: str, model: str, name: str) -> None:
+    result = run("validate", "--suite", suite, "--model", model)
+    assert result.exit_code == 0, result.output
+    assert f"Config {name} is well-formed" in result.output
+    assert "error:" not in result.output
+
+
+def test_config_name_flag_and_print() -> None:
+    result = run("validate", "--config-name", "libero_goal_ppo_dexbotic_dm0", "--print")
+    assert result.exit_code == 0, result.output
+    assert "model_type: dexbotic_dm0" in result.output
+    assert "task_suite_name: libero_goal" in result.output
+
+
+@pytest.mark.parametrize(
+    ("args", "message"),
+    [
+        (["validate", "--suite", "libero_spatil", "--model", "pi0"],
+         "unknown suite 'libero_spatil'. Did you mean 'libero_spatial'?"),
+        (["validate", "--suite", "libero_spatial", "--model", "pi1"],
+         "unknown model 'pi1'. Did you mean 'pi0'?"),
+        (["validate", "--config-name", "libero_spatial_ppo_dexbotic_pi"],
+         "no shipped config named 'libero_spatial_ppo_dexbotic_pi'"),
+        (["validate", "--model", "pi0"], "--suite is required"),
+        ([*BASE, "runner.max_stepz=3"],
+         "unknown config key 'runner.max_stepz' in overrides. Did you mean 'runner.max_steps'?"),
+        ([*BASE, "foo"], "malformed override 'foo'"),
+        ([*BASE, "runner.max_steps=[1,"], "malformed override"),
+        ([*BASE, "runner.max_steps=1,2"], "is a sweep"),
+    ],
+)
+def test_bad_names_and_overrides(args: list[str], message: str) -> None:
+    result = run(*args)
+    assert result.exit_code == 2
+    assert message in result.stderr
+    assert "hint:" in result.stderr
+    assert "Traceback" not in result.output
+
+
+@pytest.mark.parametrize(
+    ("overrides", "where", "message"),
+    [
+        (["env.train.total_num_envs=63"], "env.train.total_num_envs",
+         "63 envs do not divide over 8 env processes"),
+        (["rollout.pipeline_stage_num=3"], "env.train.total_num_envs",
+         "do not split into rollout.pipeline_stage_num=3 stages"),
+        (["algorithm.group_size=3", "env.train.group_size=3"], "env.train.total_num_envs",
+         "not divisible by group_size=3"),
+        (["env.train.max_steps_per_rollout_epoch=242"], "env.train.max_steps_per_rollout_epoch",
+         "not divisible by actor.model.num_action_chunks=5"),
+        (["actor.global_batch_size=1000"], "actor.global_batch_size",
+         "micro_batch_size × actor world size = 32 × 8"),
+        (["actor.model.add_value_head=false"], "actor.model.add_value_head",
+         "needs a value head"),
+        (["cluster.component_placement={actor\\,env\\,rollout:0-9}"],
+         "cluster.component_placement.actor,env,rollout", "device ids [8, 9] exceed"),
+        (["cluster.component_placement={actor\\,env\\,rollout:0-x}"],
+         "cluster.component_placement.actor,env,rollout", "bad placement"),
+        (["~cluster.component_placement", "+cluster.component_placement={actor:all,env:all}"],
+         "cluster.component_placement", "component 'rollout' is not placed"),
+        (["rollout.model.model_path=/elsewhere"], "rollout.model.model_path",
+         "differs from actor.model.model_path"),
+        (["runner.val_check_interval=20"], "runner.save_interval",
+         "50 is not a multiple of runner.val_check_interval=20"),
+        (["runner.logger.logger_backends=[tb]"], "runner.logger.logger_backends",
+         "unknown logger backend 'tb'"),
+        (["actor.model.model_type=dexbotic_pi"], "actor.model.model_type",
+         "'dexbotic_pi' is not a dexrl policy"),
+        (["actor.model.dexbotic.num_steps=10"], "actor.model.dexbotic.num_steps",
+         "differs from actor.model.num_steps=4"),
+        (["actor.model.dexbotic.action_chunk=10"], "actor.model.dexbotic.action_chunk",
+         "differs from actor.model.num_action_chunks=5"),
+    ],
+)
+def test_each_check_fails_with_its_message(overrides: list[str], where: str, message: str) -> None:
+    result = run(*BASE, *overrides)
+    assert result.exit_code == 2, result.output
+    assert f"error: {where}: " in result.stderr
+    assert message in result.stderr
+
+
+def test_all_problems_are_collected() -> None:
+    result = run(*BASE, "env.train.total_num_envs=63", "runner.logger.logger_backends=[x]",
+                 "actor.model.add_value_head=false")
+    assert result.exit_code == 2
+    assert "(3 error(s)" in result.stderr
+
+
+def test_gpus_per_node_changes_world_size() -> None:
+    assert run(*BASE, "env.train.total_num_envs=60").exit_code == 2  # 60 % 8
+    result = run(*BASE, "--gpus-per-node", "4", "env.train.total_num_envs=60")
+    assert result.exit_code == 0, result.output
+    two_nodes = run(*BASE, "--gpus-per-node", "4", "cluster.num_nodes=2",
+                    "env.train.total_num_envs=60")
+    assert two_nodes.exit_code == 2
+    assert "60 envs do not divide over 8 env processes" in two_nodes.stderr
+
+
+def test_save_interval_beyond_max_steps_warns() -> None:
+    result = run(*BASE, "runner.save_interval=400")
+    assert result.exit_code == 0
+    assert "warning: runner.save_interval: 400 exceeds runner.max_steps=300" in result.stderr
+
+
+def test_horizon_warning_and_strict() -> None:
+    result = run(*BASE)
+    assert result.exit_code == 0
+    assert "warning: env.train.max_episode_steps: 240 differs from the libero_spatial horizon 220" \
+        in result.stderr
+    strict = run(*BASE, "--strict")
+    assert strict.exit_code == 2
+    clean = run(*BASE, "--strict", "env.train.max_episode_steps=220",
+                "env.eval.max_episode_steps=220", "actor.model.model_path=/nonexistent/ckpt")
+    assert clean.exit_code == 2  # the missing checkpoint is a warning too
+    assert "checkpoint not found at /nonexistent/ckpt" in clean.stderr
+
+
+def test_existing_model_path_is_checked(tmp_path) -> None:
+    (tmp_path / "config.json").write_text(json.dumps({"model_type": "dexbotic_dm0"}))
+    result = run(*BASE, f"actor.model.model_path={tmp_path}")
+    assert result.exit_code == 2
+    assert "checkpoint is 'dexbotic_dm0' but the config trains 'dexbotic_pi0'" in result.stderr
+    assert "no *.safetensors weights" in result.stderr
+    assert "norm_stats.json" in result.stderr
+
+
+def test_validate_writes_nothing(tmp_path, monkeypatch) -> None:
+    monkeypatch.chdir(tmp_path)
+    run(*BASE, "--print")
+    run(*BASE, "foo")
+    assert list(tmp_path.iterdir()) == []
