@@ -1,4 +1,4 @@
-"""Start-up latency of the CLI, as whole processes, against a bare interpreter measured in the same run.
+"""CLI start-up latency as whole processes, against a bare interpreter measured in the same run.
 
 Run by hand: ``.venv/bin/python bench/cli_latency.py [--runs 7]``. Targets on a 2-core machine:
 ``dexrl --help`` ≤ 0.3 s and ``dexrl validate`` ≤ 2 s above ``python -c pass``.

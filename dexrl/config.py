@@ -9,6 +9,7 @@ import re
 import warnings
 from importlib import resources
 from pathlib import Path
+from typing import Any
 
 from omegaconf import DictConfig, OmegaConf
 
@@ -133,19 +134,19 @@ def _one_line(exc: BaseException) -> str:
     return " ".join(str(exc).split())
 
 
+def flatten(node: Any, prefix: str = "") -> dict[str, Any]:
+    """Dotted key -> leaf value of a plain container (lists are leaves)."""
+    if not isinstance(node, dict):
+        return {prefix: node}
+    out: dict[str, Any] = {}
+    for key, value in node.items():
+        out.update(flatten(value, f"{prefix}.{key}" if prefix else str(key)))
+    return out
+
+
 def config_keys(name: str) -> list[str]:
-    """Every dotted key of a shipped config (no overrides), for did-you-mean hints."""
-    cfg = OmegaConf.to_container(compose(name), resolve=False)
-    keys: list[str] = []
-
-    def walk(node: object, prefix: str) -> None:
-        if isinstance(node, dict):
-            for k, v in node.items():
-                keys.append(f"{prefix}{k}")
-                walk(v, f"{prefix}{k}.")
-
-    walk(cfg, "")
-    return keys
+    """Every dotted leaf key of a shipped config (no overrides), for did-you-mean hints."""
+    return list(flatten(OmegaConf.to_container(compose(name), resolve=False)))
 
 
 def _hydra_error(exc: BaseException, name: str, overrides: list[str]) -> DexrlError:

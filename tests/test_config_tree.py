@@ -18,7 +18,7 @@ import pytest
 from omegaconf import OmegaConf
 
 from dexrl.catalog import POLICIES, SUITES, config_name
-from dexrl.config import compose, list_configs
+from dexrl.config import compose, flatten, list_configs
 
 REF_ROOT = Path(__file__).resolve().parents[1].parent / "shared" / "reference" / "rlinf-v0.3"
 EMBODIED_PATH = REF_ROOT / "examples" / "embodiment"
@@ -58,16 +58,6 @@ def _suite_of(name: str) -> str:
     return name.split("_ppo_")[0]
 
 
-def _flatten(node: Any, prefix: str = "") -> dict[str, Any]:
-    """Dotted key -> leaf value (lists are leaves)."""
-    if not isinstance(node, dict):
-        return {prefix: node}
-    out: dict[str, Any] = {}
-    for key, value in node.items():
-        out.update(_flatten(value, f"{prefix}.{key}" if prefix else str(key)))
-    return out
-
-
 @cache
 def _dexrl(name: str, overrides: tuple[str, ...] = ()) -> dict[str, Any]:
     cfg = compose(name, list(overrides))
@@ -91,7 +81,7 @@ def _rlinf(config_dir: Path, name: str, overrides: tuple[str, ...] = ()) -> dict
 
 
 def _undocumented_differences(ours: dict[str, Any], ref: dict[str, Any]) -> list[str]:
-    a, b = _flatten(ours), _flatten(ref)
+    a, b = flatten(ours), flatten(ref)
     return [
         f"{key}: dexrl={a.get(key, _MISSING)!r} rlinf={b.get(key, _MISSING)!r}"
         for key in sorted(a.keys() | b.keys())

@@ -1,0 +1,71 @@
+"""Dexbotic π0 / DM0 policies: loader, network, transforms (no rlinf imports here).
+
+Importing this package is cheap; torch and transformers load on the first :func:`load_policy`.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:
+    import torch
+
+    from dexrl.models.pi0.policy import Pi0Policy
+
+SUPPORTED_MODEL_TYPES = ("dexbotic_pi0",)
+# float16 is left out on purpose: the additive mask value overflows it.
+_DTYPE_NAMES = {"float32": "float32", "fp32": "float32", "bfloat16": "bfloat16", "bf16": "bfloat16"}
+
+
+def load_policy(
+    ckpt_dir: str | Path,
+    device: str | torch.device = "cpu",
+    dtype: torch.dtype | str | None = None,
+) -> Pi0Policy:
+    """Load the policy of a Dexbotic checkpoint directory; the model type comes from config.json.
+
+    Args:
+        ckpt_dir: Checkpoint directory (config.json, safetensors, tokenizer, preprocessor, stats).
+        device: Device for the weights.
+        dtype: Weight dtype (``torch.bfloat16`` or a name like ``"bf16"``); None keeps the
+            checkpoint's.
+
+    Returns:
+        A policy with ``predict(env_obs, noise=None, num_steps=10, num_action_chunks=None)``.
+
+    Raises:
+        DexrlError: unsupported model type, bad dtype name, missing or inconsistent files.
+    """
+    from dexrl.errors import DexrlError
+    from dexrl.models.checkpoint import read_json
+
+    config_path = Path(ckpt_dir) / "config.json"
+    model_type = read_json(config_path, what="model config").get("model_type")
+    if model_type not in SUPPORTED_MODEL_TYPES:
+        planned = " (DM0 support is not implemented yet)" if model_type == "dexbotic_dm0" else ""
+        raise DexrlError(
+            f"model_type {model_type!r} is not supported{planned}",
+            hint=f"use a checkpoint of type {', '.join(SUPPORTED_MODEL_TYPES)}",
+            where=str(config_path),
+        )
+    from dexrl.models.pi0.policy import Pi0Policy
+
+    return Pi0Policy.from_checkpoint(ckpt_dir, device=device, dtype=_torch_dtype(dtype))
+
+
+def _torch_dtype(dtype: Any) -> Any:
+    """Accept None, a torch dtype, or a dtype name."""
+    import torch
+
+    from dexrl.errors import DexrlError
+
+    if dtype is None or isinstance(dtype, torch.dtype):
+        return dtype
+    name = _DTYPE_NAMES.get(str(dtype).lower().removeprefix("torch."))
+    if name is None:
+        raise DexrlError(f"unknown dtype {dtype!r}", hint="use float32 or bfloat16", where="dtype")
+    return getattr(torch, name)
+
+
+__all__ = ["SUPPORTED_MODEL_TYPES", "load_policy"]

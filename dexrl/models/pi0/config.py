@@ -1,0 +1,140 @@
+"""The π0 part of a Dexbotic ``config.json``, turned into typed HF sub-configs."""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from transformers import CONFIG_MAPPING, PretrainedConfig
+
+from dexrl.errors import DexrlError
+from dexrl.models.checkpoint import read_json
+
+MODEL_TYPE = "dexbotic_pi0"
+DEFAULT_PROJECTOR = "mlp2x_gelu"  # Dexbotic's default when config.json names none
+_PROJECTOR_PATTERN = re.compile(r"linear|linear\d+x|mlp\d+x_gelu")
+_SUB_CONFIGS = {
+    "llm_config": "gemma",
+    "action_config": "gemma",
+    "vision_config": "siglip_vision_model",
+}
+
+
+@dataclass
+class Pi0Config:
+    """What the π0 network needs from ``config.json``.
+
+    Attributes:
+        llm: Gemma config of the prefix LLM (``vocab_size`` = the merged top-level value).
+        expert: Gemma config of the action expert.
+        vision: SigLIP vision config (``vision_use_head`` forced off: the head is never used).
+        projector_type: ``linear``, ``linear<N>x`` or ``mlp<N>x_gelu``.
+        projector_bias: Bias of a ``linear<N>x`` projector (``linear``/``mlp`` always have one).
+        action_dim: Width of model actions and states (32).
+        chunk_size: Actions per chunk (50).
+        source: The file this came from, for error messages.
+        raw: The parsed ``config.json``.
+    """
+
+    llm: PretrainedConfig
+    expert: PretrainedConfig
+    vision: PretrainedConfig
+    projector_type: str
+    projector_bias: bool
+    action_dim: int
+    chunk_size: int
+    source: str
+    raw: dict[str, Any]
+
+    @classmethod
+    def from_dir(cls, ckpt_dir: str | Path) -> Pi0Config:
+        """Read ``<ckpt_dir>/config.json``."""
+        path = Path(ckpt_dir) / "config.json"
+        return cls.from_dict(read_json(path, what="model config"), source=str(path))
+
+    @classmethod
+    def from_dict(cls, data: dict[str, Any], *, source: str = "config.json") -> Pi0Config:
+        """Validate a parsed ``config.json`` of a Dexbotic π0 checkpoint."""
+        if data.get("model_type") != MODEL_TYPE:
+            raise DexrlError(
+                f"model_type is {data.get('model_type')!r}, expected {MODEL_TYPE!r}",
+                hint="point at a Dexbotic π0 checkpoint (config.json model_type dexbotic_pi0)",
+                where=source,
+            )
+        subs = {key: _sub_config(data, key, kind, source) for key, kind in _SUB_CONFIGS.items()}
+        llm, expert, vision = subs["llm_config"], subs["action_config"], subs["vision_config"]
+        if "vocab_size" in data:  # Dexbotic resizes the LLM embeddings to the merged value
+            llm.vocab_size = int(data["vocab_size"])
+        vision.vision_use_head = False
+        projector = data.get("mm_projector_type") or DEFAULT_PROJECTOR
+        if not isinstance(projector, str) or not _PROJECTOR_PATTERN.fullmatch(projector):
+            raise DexrlError(
+                f"unsupported mm_projector_type {projector!r}",
+                hint="use linear, linear<N>x or mlp<N>x_gelu (Dexbotic π0 uses mlp2x_gelu)",
+                where=source,
+            )
+        _check_towers_match(llm, expert, source)
+        return cls(
+            llm=llm,
+            expert=expert,
+            vision=vision,
+            projector_type=projector,
+            projector_bias=bool(data.get("projector_bias", False)),
+            action_dim=_positive_int(data, "action_dim", 32, source),
+            chunk_size=_positive_int(data, "chunk_size", 50, source),
+            source=source,
+            raw=data,
+        )
+
+
+def _sub_config(data: dict[str, Any], key: str, kind: str, source: str) -> PretrainedConfig:
+    value = data.get(key)
+    if not isinstance(value, dict):
+        raise DexrlError(
+            f"'{key}' must be a nested config object, found {type(value).__name__}",
+            hint="use a config.json saved by Dexbotic, with the sub-configs inlined as objects",
+            where=source,
+        )
+    if value.get("model_type") != kind:
+        raise DexrlError(
+            f"'{key}.model_type' is {value.get('model_type')!r}, expected {kind!r}",
+            hint="this is not a Dexbotic π0 config.json; check the checkpoint directory",
+            where=source,
+        )
+    fields = {k: v for k, v in value.items() if k != "model_type"}
+    try:
+        return CONFIG_MAPPING[kind](**fields)
+    except (TypeError, ValueError) as exc:
+        raise DexrlError(
+            f"invalid '{key}': {exc}", hint="fix the value in config.json", where=source
+        ) from exc
+
+
+def _check_towers_match(llm: PretrainedConfig, expert: PretrainedConfig, source: str) -> None:
+    # Attention is shared per layer, so both towers need the same depth and per-head layout.
+    fields = ("num_hidden_layers", "head_dim", "num_attention_heads", "num_key_value_heads")
+    diffs = [
+        f"{f}: llm {getattr(llm, f)} vs expert {getattr(expert, f)}"
+        for f in fields
+        if getattr(llm, f) != getattr(expert, f)
+    ]
+    if diffs:
+        raise DexrlError(
+            "llm_config and action_config cannot share attention layers",
+            hint="both towers need the same num_hidden_layers, head_dim and attention heads",
+            where=source,
+            details=diffs,
+        )
+
+
+def _positive_int(data: dict[str, Any], key: str, default: int, source: str) -> int:
+    value = data.get(key, default)
+    if isinstance(value, bool) or not isinstance(value, int) or value < 1:
+        raise DexrlError(
+            f"'{key}' must be a positive integer, found {value!r}",
+            hint="fix the value in config.json",
+            where=source,
+        )
+    return value

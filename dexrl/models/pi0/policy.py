@@ -1,0 +1,187 @@
+"""Inference wrapper around :class:`Pi0Network`: LIBERO env observations in, env actions out."""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import torch
+
+from dexrl.errors import DexrlError
+from dexrl.models.images import ImagePreprocessor
+from dexrl.models.pi0.config import Pi0Config
+from dexrl.models.pi0.loader import load_pi0_network
+from dexrl.models.pi0.network import Pi0Network, Pi0Observation
+from dexrl.models.tokenization import Pi0PromptTokenizer
+from dexrl.models.transforms import NormMode, NormStats, actions_to_env, state_to_model
+
+ENV_ACTION_DIM = 7
+OBS_KEYS = ("main_images", "wrist_images", "states", "task_descriptions")
+NUM_VIEWS = 3  # [main, wrist, zero pad]: the layout π0 was trained with on LIBERO
+
+
+class Pi0Policy:
+    """A loaded π0 with its tokenizer, image preprocessing and normalization statistics.
+
+    Args:
+        network: The network (its device and dtype are used as they are).
+        tokenizer: Prompt tokenizer of the checkpoint.
+        images: Image preprocessor of the checkpoint.
+        norm_stats: State/action statistics of the checkpoint.
+        norm_mode: ``mean_std`` (π0 LIBERO) or ``quantile``.
+    """
+
+    def __init__(
+        self,
+        network: Pi0Network,
+        tokenizer: Pi0PromptTokenizer,
+        images: ImagePreprocessor,
+        norm_stats: NormStats,
+        norm_mode: NormMode = "mean_std",
+    ) -> None:
+        vocab = network.config.llm.vocab_size
+        if tokenizer.vocab_size > vocab:
+            raise DexrlError(
+                f"tokenizer has {tokenizer.vocab_size} pieces but the LLM embeds only {vocab}",
+                hint="use the tokenizer.model that belongs to this checkpoint",
+                where=network.config.source,
+            )
+        self.network = network
+        self.tokenizer = tokenizer
+        self.images = images
+        self.norm_stats = norm_stats
+        self.norm_mode = norm_mode
+
+    @classmethod
+    def from_checkpoint(
+        cls,
+        ckpt_dir: str | Path,
+        *,
+        device: str | torch.device = "cpu",
+        dtype: torch.dtype | None = None,
+        config: Pi0Config | None = None,
+    ) -> Pi0Policy:
+        """Load network, tokenizer, preprocessor and norm stats from the checkpoint directory.
+
+        The preprocessor is read from ``ckpt_dir`` itself; config.json's ``processor_config``
+        names a path on the machine the checkpoint was trained on and is ignored.
+        """
+        ckpt_dir = Path(ckpt_dir)
+        return cls(
+            load_pi0_network(ckpt_dir, device=device, dtype=dtype, config=config),
+            Pi0PromptTokenizer.from_checkpoint(ckpt_dir),
+            ImagePreprocessor.from_checkpoint(ckpt_dir),
+            NormStats.from_file(ckpt_dir / "norm_stats.json"),
+        )
+
+    @property
+    def device(self) -> torch.device:
+        """Device of the network's weights."""
+        return self.network.model.action_out_proj.weight.device
+
+    def observation(self, env_obs: Mapping[str, Any]) -> Pi0Observation:
+        """Turn LIBERO env observations into model inputs on the network's device.
+
+        Images become [B, 3, 3, S, S] (main, wrist, zeros) with masks [True, True, False].
+        """
+        batch = _check_env_obs(env_obs)
+        main = self.images(_frames(env_obs["main_images"]))
+        wrist = self.images(_frames(env_obs["wrist_images"]))
+        pad = torch.zeros_like(main)
+        images = torch.stack([main, wrist, pad], dim=1)
+        image_masks = torch.tensor([[True, True, False]]).expand(batch, NUM_VIEWS)
+        tokens, token_mask = self.tokenizer(list(env_obs["task_descriptions"]))
+        state = state_to_model(env_obs["states"], self.norm_stats, self.norm_mode)
+        return Pi0Observation(images, image_masks, tokens, token_mask, state).to(self.device)
+
+    @torch.no_grad()
+    def predict(
+        self,
+        env_obs: Mapping[str, Any],
+        noise: torch.Tensor | None = None,
+        num_steps: int = 10,
+        num_action_chunks: int | None = None,
+    ) -> dict[str, torch.Tensor]:
+        """Sample one action chunk per observation with the deterministic Euler ODE.
+
+        Args:
+            env_obs: ``main_images``/``wrist_images`` uint8 [B, H, W, 3], ``states`` [B, 8],
+                ``task_descriptions`` list of B strings.
+            noise: Initial x at t = 1, [B, chunk_size, 32]; standard normal when None.
+            num_steps: Euler steps.
+            num_action_chunks: Leading actions to return (default: the whole chunk).
+
+        Returns:
+            ``actions``: float32 [B, num_action_chunks, 7] absolute env actions (CPU);
+            ``raw_actions``: float32 [B, chunk_size, 32] normalized model output (CPU).
+        """
+        obs = self.observation(env_obs)
+        config = self.network.config
+        shape = (obs.state.shape[0], config.chunk_size, config.action_dim)
+        if noise is None:
+            noise = torch.randn(shape, device=self.device)
+        elif tuple(noise.shape) != shape:
+            raise DexrlError(
+                f"noise has shape {list(noise.shape)}, expected {list(shape)}",
+                hint="pass noise of shape [batch, chunk_size, action_dim]",
+            )
+        if num_steps < 1:
+            raise DexrlError(f"num_steps is {num_steps}", hint="use at least 1 denoising step")
+        chunks = num_action_chunks or config.chunk_size
+        if not 0 < chunks <= config.chunk_size:
+            raise DexrlError(
+                f"num_action_chunks is {chunks}, the chunk has {config.chunk_size}",
+                hint=f"use 1..{config.chunk_size} action chunks",
+            )
+        raw = self.network.sample_actions(obs, noise.to(self.device), num_steps).cpu()
+        states = torch.as_tensor(np.asarray(env_obs["states"]), dtype=torch.float32)
+        actions = actions_to_env(
+            raw, states, self.norm_stats, self.norm_mode, chunks, env_dim=ENV_ACTION_DIM
+        )
+        return {"actions": actions, "raw_actions": raw}
+
+
+def _frames(images: Any) -> torch.Tensor | np.ndarray:
+    return images if isinstance(images, torch.Tensor) else np.asarray(images)
+
+
+def _check_env_obs(env_obs: Mapping[str, Any]) -> int:
+    """Validate keys and batch sizes of ``env_obs``; returns the batch size."""
+    missing = [k for k in OBS_KEYS if k not in env_obs]
+    if missing:
+        raise DexrlError(
+            f"env observation lacks {', '.join(missing)}",
+            hint=f"pass a dict with {', '.join(OBS_KEYS)}",
+            where="env_obs",
+        )
+    if isinstance(env_obs["task_descriptions"], str):
+        raise DexrlError(
+            "task_descriptions is a single string",
+            hint="pass one task description per batch row",
+            where="env_obs",
+        )
+    sizes = {k: len(env_obs[k]) for k in OBS_KEYS}
+    if len(set(sizes.values())) != 1:
+        raise DexrlError(
+            f"batch sizes differ: {sizes}",
+            hint="give every key the same batch size",
+            where="env_obs",
+        )
+    for key in ("main_images", "wrist_images"):
+        frames = _frames(env_obs[key])
+        if frames.dtype not in (np.uint8, torch.uint8) or frames.ndim != 4 or frames.shape[-1] != 3:
+            raise DexrlError(
+                f"{key} must be uint8 [B, H, W, 3], got {frames.dtype} {list(frames.shape)}",
+                hint="pass raw RGB camera frames",
+                where="env_obs",
+            )
+    states = np.asarray(env_obs["states"])
+    if states.ndim != 2 or not 0 < states.shape[1] <= 32:
+        raise DexrlError(
+            f"states must be [B, d<=32], got {list(states.shape)}",
+            hint="pass the env's proprioceptive states",
+            where="env_obs",
+        )
+    return sizes["states"]

@@ -1,0 +1,118 @@
+"""What a launch will do, computed from the config alone (for ``train --dry-run``).
+
+Sizes are analytic estimates; the π0 figures follow the memory budget in the model notes
+(3.24 B parameters, ≈314 M trainable with ``train_expert_only``).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+from omegaconf import DictConfig, OmegaConf
+
+from dexrl.checks.config import Facts, parse_placement
+
+GB = 1e9
+# (total, trainable with train_expert_only) parameter counts of the real models.
+MODEL_PARAMS = {"dexbotic_pi0": (3.24e9, 0.314e9), "dexbotic_dm0": (2.4e9, 0.45e9)}
+ACTIVATION_GB_PER_SAMPLE = 5.0 / 32  # micro-batch 32 with a frozen prefix ≈ 5 GB
+FULL_FT_ACTIVATION_GB_PER_SAMPLE = 40.0 / 32  # full fine-tuning without checkpointing
+ENV_GB_PER_GPU = 2.0  # EGL rendering context and buffers
+
+
+@dataclass
+class Plan:
+    """The numbers ``--dry-run`` prints."""
+
+    placement: dict[str, list[tuple[int, int]]] = field(default_factory=dict)
+    env_steps: int = 0
+    policy_calls: int = 0
+    samples: int = 0
+    optimizer_steps: float = 0.0
+    micro_batches_per_rank: float = 0.0
+    params: float = 0.0
+    trainable: float = 0.0
+    checkpoint_gb: float = 0.0
+    saves: int = 0
+    memory_gb_per_gpu: dict[int, float] = field(default_factory=dict)
+
+
+def _sel(cfg: DictConfig, key: str, default: object = None) -> object:
+    return OmegaConf.select(cfg, key, default=default)
+
+
+def make_plan(cfg: DictConfig, facts: Facts) -> Plan:
+    """Compute the plan of one run from a validated config."""
+    plan = Plan()
+    nodes = int(_sel(cfg, "cluster.num_nodes", 1))
+    total = nodes * facts.gpus_per_node
+    for names, spec in _sel(cfg, "cluster.component_placement").items():
+        ids = sorted(set(parse_placement(spec, total)))
+        for name in str(names).split(","):
+            plan.placement[name.strip()] = [(i // facts.gpus_per_node, i % facts.gpus_per_node)
+                                            for i in ids]
+    envs = int(_sel(cfg, "env.train.total_num_envs"))
+    epochs = int(_sel(cfg, "env.train.rollout_epoch", 1))
+    steps = int(_sel(cfg, "env.train.max_steps_per_rollout_epoch"))
+    chunks = int(_sel(cfg, "actor.model.num_action_chunks", 1))
+    plan.env_steps = envs * epochs * steps
+    rollout_ranks = len(plan.placement.get("rollout", [])) or 1
+    stages = int(_sel(cfg, "rollout.pipeline_stage_num", 1))
+    plan.policy_calls = rollout_ranks * stages * epochs * (steps // chunks + 1)
+    plan.samples = envs * epochs * (steps // chunks)
+    update_epochs = int(_sel(cfg, "algorithm.update_epoch", 1))
+    gbs = int(_sel(cfg, "actor.global_batch_size"))
+    mbs = int(_sel(cfg, "actor.micro_batch_size"))
+    actor_ranks = len(plan.placement.get("actor", [])) or 1
+    plan.optimizer_steps = update_epochs * plan.samples / gbs
+    plan.micro_batches_per_rank = update_epochs * plan.samples / (mbs * actor_ranks)
+
+    model_type = str(_sel(cfg, "actor.model.model_type"))
+    plan.params, trainable = MODEL_PARAMS.get(model_type, (0.0, 0.0))
+    expert_only = bool(_sel(cfg, "actor.model.dexbotic.train_expert_only", False))
+    plan.trainable = trainable if expert_only else plan.params
+    # full_weights.pt (fp32) + the distributed checkpoint: fp32 params, Adam moments of trainables
+    plan.checkpoint_gb = (4 * plan.params + 4 * plan.params + 8 * plan.trainable) / GB
+    max_steps = int(_sel(cfg, "runner.max_steps", 0))
+    save = int(_sel(cfg, "runner.save_interval", 0))
+    plan.saves = (max_steps // save if save > 0 else 0) + (1 if save > 0 and max_steps % save
+                                                           else 0)
+    precision = str(_sel(cfg, "actor.model.precision", "bf16"))
+    weight_bytes = 2 if precision in ("bf16", "fp16") else 4
+    per_sample = ACTIVATION_GB_PER_SAMPLE if expert_only else FULL_FT_ACTIVATION_GB_PER_SAMPLE
+    for comp, gpus in plan.placement.items():
+        for node, gpu in gpus:
+            key = node * facts.gpus_per_node + gpu
+            mem = plan.memory_gb_per_gpu.get(key, 0.0)
+            if comp == "actor":
+                mem += (4 * plan.params + 16 * plan.trainable) / actor_ranks / GB
+                mem += per_sample * mbs
+            elif comp == "rollout":
+                mem += weight_bytes * plan.params / GB
+            elif comp == "env":
+                mem += ENV_GB_PER_GPU
+            plan.memory_gb_per_gpu[key] = mem
+    return plan
+
+
+def render_plan(plan: Plan, gpus_per_node: int) -> list[str]:
+    """The plan as lines of text."""
+    lines = ["Placement (node:gpu):"]
+    for comp, gpus in plan.placement.items():
+        ids = ", ".join(f"{n}:{g}" for n, g in gpus)
+        lines.append(f"  {comp:<8} {len(gpus)} rank(s) on {ids}")
+    lines += [
+        "Per global step:",
+        f"  env steps        {plan.env_steps:,}",
+        f"  policy calls     {plan.policy_calls:,} (rollout batches, incl. bootstrap values)",
+        f"  training samples {plan.samples:,} (action chunks)",
+        f"  optimizer steps  {plan.optimizer_steps:g}",
+        f"  micro-batches    {plan.micro_batches_per_rank:g} per actor rank",
+        f"Model: ≈{plan.params / GB:.2f} B parameters, ≈{plan.trainable / GB:.3f} B trainable",
+        f"Checkpoints: ≈{plan.checkpoint_gb:.1f} GB each, {plan.saves} save(s) → "
+        f"≈{plan.checkpoint_gb * plan.saves:.0f} GB of disk",
+        "Memory estimate per GPU (analytic):",
+    ]
+    for key, gb in sorted(plan.memory_gb_per_gpu.items()):
+        lines.append(f"  {key // gpus_per_node}:{key % gpus_per_node}  ≈{gb:.1f} GB")
+    return lines

@@ -1,0 +1,217 @@
+"""Loading Dexbotic π0 checkpoint directories: key accounting, shards, dtypes, bad files."""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Callable
+from pathlib import Path
+
+import pytest
+import torch
+from safetensors.torch import load_file, save_file
+
+from dexrl.errors import DexrlError
+from dexrl.models import load_policy
+from dexrl.models.pi0.loader import load_pi0_network
+from dexrl.testing.checkpoints import write_tiny_pi0
+
+Copy = Callable[[], Path]
+
+
+def _edit_weights(ckpt: Path, edit: Callable[[dict[str, torch.Tensor]], None]) -> Path:
+    path = ckpt / "model.safetensors"
+    state = load_file(str(path))
+    edit(state)
+    save_file(state, str(path))
+    return path
+
+
+def _edit_config(ckpt: Path, edit: Callable[[dict], None]) -> None:
+    path = ckpt / "config.json"
+    config = json.loads(path.read_text())
+    edit(config)
+    path.write_text(json.dumps(config))
+
+
+def _load_error(ckpt: Path) -> DexrlError:
+    with pytest.raises(DexrlError) as info:
+        load_pi0_network(ckpt)
+    return info.value
+
+
+def test_missing_weight_is_named(tiny_pi0_copy: Copy) -> None:
+    ckpt = tiny_pi0_copy()
+    path = _edit_weights(ckpt, lambda s: s.pop("model.action_expert.norm.weight"))
+    error = _load_error(ckpt)
+    assert error.where == str(path)
+    assert any("missing" in d and "model.action_expert.norm.weight" in d for d in error.details)
+
+
+def test_unexpected_weights_are_listed_with_count(tiny_pi0_copy: Copy) -> None:
+    ckpt = tiny_pi0_copy()
+
+    def add(state: dict[str, torch.Tensor]) -> None:
+        for i in range(7):
+            state[f"model.extra.{i}.weight"] = torch.zeros(2)
+        state["lm_head.weight"] = torch.zeros(2)
+
+    _edit_weights(ckpt, add)
+    (detail,) = _load_error(ckpt).details
+    assert detail.startswith("unexpected checkpoint weights (8)")
+    assert "lm_head.weight" in detail and "and 3 more" in detail
+
+
+def test_shape_mismatch_is_named(tiny_pi0_copy: Copy) -> None:
+    ckpt = tiny_pi0_copy()
+    _edit_weights(ckpt, lambda s: s.update({"model.state_proj.weight": torch.zeros(16, 8)}))
+    (detail,) = _load_error(ckpt).details
+    assert "model.state_proj.weight (checkpoint (16, 8), model (16, 32))" in detail
+
+
+def test_allowed_extra_keys_are_tolerated(tmp_path: Path, tiny_pi0_dir: Path) -> None:
+    ckpt = write_tiny_pi0(tmp_path / "extra", seed=0, extra_keys=True)
+    assert "model.action_expert.embed_tokens.weight" in load_file(str(ckpt / "model.safetensors"))
+    net = load_pi0_network(ckpt)
+    reference = load_pi0_network(tiny_pi0_dir)
+    assert net.model.action_expert.embed_tokens is None
+    ours, theirs = net.state_dict(), reference.state_dict()
+    assert ours.keys() == theirs.keys()
+    assert all(torch.equal(ours[k], theirs[k]) for k in ours)
+
+
+def test_sharded_equals_single(tmp_path: Path, tiny_pi0_dir: Path) -> None:
+    ckpt = write_tiny_pi0(tmp_path / "sharded", seed=0, shards=2)
+    assert sorted(p.name for p in ckpt.glob("*.safetensors")) == [
+        "model-00001-of-00002.safetensors",
+        "model-00002-of-00002.safetensors",
+    ]
+    assert (ckpt / "model.safetensors.index.json").is_file()
+    single = load_pi0_network(tiny_pi0_dir).state_dict()
+    sharded = load_pi0_network(ckpt).state_dict()
+    assert single.keys() == sharded.keys()
+    assert all(torch.equal(single[k], sharded[k]) for k in single)
+
+
+def test_missing_shard_names_the_index(tmp_path: Path) -> None:
+    ckpt = write_tiny_pi0(tmp_path / "sharded", seed=0, shards=2)
+    (ckpt / "model-00002-of-00002.safetensors").unlink()
+    error = _load_error(ckpt)
+    assert error.where == str(ckpt / "model.safetensors.index.json")
+    assert "model-00002-of-00002.safetensors" in error.message
+
+
+def test_bf16_checkpoint_keeps_its_dtype_unless_asked(tmp_path: Path) -> None:
+    ckpt = write_tiny_pi0(tmp_path / "bf16", seed=0, dtype=torch.bfloat16)
+    as_saved = load_pi0_network(ckpt)
+    assert {p.dtype for p in as_saved.parameters()} == {torch.bfloat16}
+    as_fp32 = load_pi0_network(ckpt, dtype=torch.float32)
+    assert {p.dtype for p in as_fp32.parameters()} == {torch.float32}
+    key = "model.llm.layers.0.self_attn.q_proj.weight"
+    assert torch.equal(as_fp32.state_dict()[key], as_saved.state_dict()[key].float())
+
+
+def test_projector_type_defaults_to_mlp2x_gelu_when_absent(tiny_pi0_copy: Copy) -> None:
+    ckpt = tiny_pi0_copy()
+    _edit_config(ckpt, lambda c: c.pop("mm_projector_type"))
+    assert load_pi0_network(ckpt).config.projector_type == "mlp2x_gelu"
+
+
+def test_projector_type_mismatch_is_reported(tiny_pi0_copy: Copy) -> None:
+    ckpt = tiny_pi0_copy()
+    _edit_config(ckpt, lambda c: c.update(mm_projector_type="linear"))
+    error = _load_error(ckpt)
+    assert "'linear'" in error.message and "mlp2x_gelu" in error.message
+    assert error.where == str(ckpt / "config.json")
+
+
+@pytest.mark.parametrize("projector", ["linear", "linear1x"])
+def test_linear_projectors_load_and_run(tmp_path: Path, projector: str) -> None:
+    ckpt = write_tiny_pi0(tmp_path / projector, seed=0, projector=projector)
+    names = set(load_file(str(ckpt / "model.safetensors")))
+    assert ("model.mm_projector.bias" in names) == (projector == "linear")
+    net = load_pi0_network(ckpt)
+    assert net.model.mm_projector.weight.shape == (32, 24)
+
+
+def test_absent_projector_type_with_linear_weights_fails(tmp_path: Path) -> None:
+    ckpt = write_tiny_pi0(tmp_path / "linear", seed=0, projector="linear")
+    _edit_config(ckpt, lambda c: c.pop("mm_projector_type"))
+    message = _load_error(ckpt).message
+    assert "no mm_projector_type (Dexbotic default 'mlp2x_gelu')" in message
+    assert "weights hold linear" in message
+
+
+def test_corrupt_safetensors_names_the_file(tiny_pi0_copy: Copy) -> None:
+    ckpt = tiny_pi0_copy()
+    path = ckpt / "model.safetensors"
+    path.write_bytes(path.read_bytes()[:200])
+    error = _load_error(ckpt)
+    assert error.where == str(path) and "download it again" in error.hint
+
+
+@pytest.mark.parametrize("content", [b"", b"not a safetensors file at all"])
+def test_garbage_safetensors_names_the_file(tiny_pi0_copy: Copy, content: bytes) -> None:
+    ckpt = tiny_pi0_copy()
+    (ckpt / "model.safetensors").write_bytes(content)
+    assert _load_error(ckpt).where == str(ckpt / "model.safetensors")
+
+
+@pytest.mark.parametrize("name", ["tokenizer.model", "preprocessor_config.json", "norm_stats.json"])
+def test_missing_side_files_name_the_file(tiny_pi0_copy: Copy, name: str) -> None:
+    ckpt = tiny_pi0_copy()
+    (ckpt / name).unlink()
+    with pytest.raises(DexrlError) as info:
+        load_policy(ckpt)
+    assert info.value.where == str(ckpt / name)
+
+
+def test_missing_weights_and_config(tiny_pi0_copy: Copy) -> None:
+    ckpt = tiny_pi0_copy()
+    (ckpt / "model.safetensors").unlink()
+    assert "no weights found" in _load_error(ckpt).message
+    (ckpt / "config.json").unlink()
+    error = _load_error(ckpt)
+    assert error.where == str(ckpt / "config.json") and "missing" in error.message
+
+
+def test_wrong_model_type(tiny_pi0_copy: Copy) -> None:
+    ckpt = tiny_pi0_copy()
+    _edit_config(ckpt, lambda c: c.update(model_type="paligemma"))
+    assert "expected 'dexbotic_pi0'" in _load_error(ckpt).message
+    with pytest.raises(DexrlError, match="'paligemma' is not supported"):
+        load_policy(ckpt)
+
+
+def test_dm0_is_not_supported_yet(tiny_pi0_copy: Copy) -> None:
+    ckpt = tiny_pi0_copy()
+    _edit_config(ckpt, lambda c: c.update(model_type="dexbotic_dm0"))
+    with pytest.raises(DexrlError, match="DM0 support is not implemented"):
+        load_policy(ckpt)
+
+
+def test_towers_that_cannot_share_attention(tiny_pi0_copy: Copy) -> None:
+    ckpt = tiny_pi0_copy()
+    _edit_config(ckpt, lambda c: c["action_config"].update(num_hidden_layers=3))
+    error = _load_error(ckpt)
+    assert "cannot share attention" in error.message
+    assert error.details == ["num_hidden_layers: llm 2 vs expert 3"]
+
+
+def test_sub_config_given_as_string_is_rejected(tiny_pi0_copy: Copy) -> None:
+    ckpt = tiny_pi0_copy()
+    _edit_config(ckpt, lambda c: c.update(vision_config="google/siglip-so400m-patch14-224"))
+    assert "'vision_config' must be a nested config object" in _load_error(ckpt).message
+
+
+def test_foreign_processor_path_is_ignored(tiny_pi0_dir: Path) -> None:
+    foreign = json.loads((tiny_pi0_dir / "config.json").read_text())["processor_config"]
+    assert foreign.startswith("/") and not Path(foreign).exists()
+    policy = load_policy(tiny_pi0_dir)
+    assert policy.images.size == (32, 32)
+
+
+def test_unwrapped_norm_stats(tmp_path: Path) -> None:
+    ckpt = write_tiny_pi0(tmp_path / "unwrapped", seed=0, wrapped_norm_stats=False)
+    assert "norm_stats" not in json.loads((ckpt / "norm_stats.json").read_text())
+    wrapped = load_policy(write_tiny_pi0(tmp_path / "wrapped", seed=0)).norm_stats
+    assert torch.equal(load_policy(ckpt).norm_stats.action.mean, wrapped.action.mean)

@@ -1,0 +1,133 @@
+"""The shared-attention layer loop against transformers' own decoder forward and hand masks."""
+
+from __future__ import annotations
+
+import pytest
+import torch
+from transformers import CONFIG_MAPPING, GemmaModel, Qwen3Model
+
+from dexrl.models.mot import Segment, make_attn_mask, positions, run_towers
+
+MODELS = {"gemma": GemmaModel, "qwen3": Qwen3Model}
+TINY = dict(
+    vocab_size=64,
+    hidden_size=32,
+    intermediate_size=64,
+    num_hidden_layers=2,
+    num_attention_heads=4,
+    num_key_value_heads=2,
+    head_dim=16,
+    rope_theta=1e4,
+)
+
+
+def _tower(kind: str, seed: int, **overrides) -> torch.nn.Module:
+    config = CONFIG_MAPPING[kind](**{**TINY, **overrides})
+    config._attn_implementation = "eager"
+    torch.manual_seed(seed)
+    model = MODELS[kind](config).eval()
+    gen = torch.Generator().manual_seed(seed)
+    with torch.no_grad():  # non-trivial norms (HF initializes Gemma's at 0 and Qwen3's at 1)
+        for param in model.parameters():
+            param.copy_(torch.randn(param.shape, generator=gen) / param.shape[-1] ** 0.5)
+    return model
+
+
+def _inputs(batch: int, length: int, width: int, seed: int) -> tuple[torch.Tensor, torch.Tensor]:
+    gen = torch.Generator().manual_seed(seed)
+    embeds = torch.randn(batch, length, width, generator=gen)
+    valid = torch.ones(batch, length, dtype=torch.bool)
+    valid[0, -3:] = False  # right padding in one row
+    return embeds, valid
+
+
+@pytest.mark.parametrize("kind", ["gemma", "qwen3"])
+def test_single_tower_matches_transformers_forward(kind: str) -> None:
+    """One tower with a causal mask equals HF's own model forward (Gemma; Qwen3 has q/k norms)."""
+    model = _tower(kind, seed=0)
+    embeds, valid = _inputs(2, 10, 32, seed=1)
+    pos = positions(valid)
+    with torch.no_grad():
+        ref = model(
+            inputs_embeds=embeds, attention_mask=valid.long(), position_ids=pos, use_cache=False
+        ).last_hidden_state
+        # HF Gemma scales inputs_embeds by sqrt(width) inside forward; our callers do it first.
+        scale = torch.tensor(32**0.5) if kind == "gemma" else torch.tensor(1.0)
+        (ours,), cache = run_towers(
+            [model],
+            model.rotary_emb,
+            [Segment(embeds * scale, valid, torch.ones_like(valid))],
+            keep_cache=True,
+        )
+    torch.testing.assert_close(ours[valid], ref[valid], rtol=1e-5, atol=1e-5)
+    assert len(cache.keys) == 2 and cache.keys[0].shape == (2, 2, 10, 16)
+
+
+def test_two_identical_towers_equal_one_tower_on_the_concatenation() -> None:
+    """Concatenating per layer and splitting back is invisible when both towers are the same."""
+    first, second = _tower("gemma", seed=0), _tower("gemma", seed=0)
+    a, valid_a = _inputs(2, 7, 32, seed=2)
+    b, valid_b = _inputs(2, 5, 32, seed=3)
+    ar_a = torch.zeros_like(valid_a)
+    ar_b = torch.zeros_like(valid_b)
+    ar_b[:, 0] = True
+    with torch.no_grad():
+        (out_a, out_b), _ = run_towers(
+            [first, second],
+            first.rotary_emb,
+            [Segment(a, valid_a, ar_a), Segment(b, valid_b, ar_b)],
+        )
+        (whole,), _ = run_towers(
+            [first],
+            first.rotary_emb,
+            [
+                Segment(
+                    torch.cat([a, b], 1),
+                    torch.cat([valid_a, valid_b], 1),
+                    torch.cat([ar_a, ar_b], 1),
+                )
+            ],
+        )
+    torch.testing.assert_close(torch.cat([out_a, out_b], 1), whole, rtol=1e-6, atol=1e-6)
+
+
+def test_cache_then_suffix_equals_joint_for_two_towers() -> None:
+    llm, expert = (
+        _tower("gemma", seed=0),
+        _tower("gemma", seed=4, hidden_size=24, intermediate_size=40),
+    )
+    prefix, valid_p = _inputs(2, 9, 32, seed=5)
+    suffix, valid_s = _inputs(2, 4, 24, seed=6)
+    ar_p = torch.zeros_like(valid_p)
+    ar_s = torch.tensor([[True, True, False, False]] * 2)
+    towers = [llm, expert]
+    with torch.no_grad():
+        (_, joint), _ = run_towers(
+            towers, llm.rotary_emb, [Segment(prefix, valid_p, ar_p), Segment(suffix, valid_s, ar_s)]
+        )
+        _, cache = run_towers(
+            towers, llm.rotary_emb, [Segment(prefix, valid_p, ar_p), None], keep_cache=True
+        )
+        (_, cached), _ = run_towers(
+            towers, llm.rotary_emb, [None, Segment(suffix, valid_s, ar_s)], cache=cache
+        )
+    rows = valid_s  # padded suffix rows attend to nothing; their outputs are meaningless
+    torch.testing.assert_close(cached[rows], joint[rows], rtol=1e-5, atol=1e-5)
+
+
+def test_make_attn_mask_blocks_and_padding() -> None:
+    # prefix (2 tokens, bidirectional, the 2nd padded) | state (own block) | 2 actions (one block)
+    valid = torch.tensor([[True, False, True, True, True]])
+    ar = torch.tensor([[False, False, True, True, False]])
+    expected = torch.tensor(
+        [
+            [1, 0, 0, 0, 0],
+            [0, 0, 0, 0, 0],
+            [1, 0, 1, 0, 0],
+            [1, 0, 1, 1, 1],
+            [1, 0, 1, 1, 1],
+        ],
+        dtype=torch.bool,
+    )
+    assert torch.equal(make_attn_mask(valid, ar)[0], expected)
+    assert positions(valid).tolist() == [[0, 0, 1, 2, 3]]
