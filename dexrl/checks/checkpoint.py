@@ -1,15 +1,20 @@
-"""Is a directory a usable Dexbotic checkpoint? File-level checks only (no weight loading).
+"""Is a directory a usable Dexbotic checkpoint? No weight is ever loaded.
 
-The π0/DM0 loaders and ``dexrl download`` build on these; ``validate`` runs them when the
-configured ``model_path`` exists.
+:func:`check_checkpoint_dir` checks which files exist (cheap, no torch; ``validate`` runs it when
+the configured ``model_path`` exists). :func:`verify_checkpoint` adds the deep checks ``dexrl
+download`` runs: safetensors headers, tensor names and shapes against the network dexrl builds
+from ``config.json`` (π0), and the normalization statistics.
 """
 
 from __future__ import annotations
 
 import json
+from dataclasses import dataclass, field
 from pathlib import Path
 
-from dexrl.checks import Finding
+from dexrl.checks import Finding, errors
+from dexrl.checks.weights import WeightStats, check_pi0_tensors, findings_from, read_weights
+from dexrl.errors import DexrlError
 
 SUPPORTED_MODEL_TYPES = ("dexbotic_pi0", "dexbotic_dm0")
 
@@ -96,3 +101,85 @@ def check_checkpoint_dir(path: Path, expected_model_type: str | None = None) -> 
                                 "normalization statistics missing",
                                 "copy norm_stats.json from the training run into the checkpoint"))
     return findings
+
+
+# Model types whose tensor names and shapes dexrl can check (it has their network).
+TENSOR_CHECKED_TYPES = ("dexbotic_pi0",)
+
+
+@dataclass
+class Verification:
+    """The outcome of :func:`verify_checkpoint`.
+
+    Attributes:
+        path: The checkpoint directory.
+        model_type: ``config.json`` model_type, when readable.
+        findings: Every problem found.
+        checks: What was checked, in words (for the summary and the manifest).
+        weights: Header statistics of the weight files, when they were readable.
+        notes: What could not be checked, and why.
+    """
+
+    path: Path
+    model_type: str | None = None
+    findings: list[Finding] = field(default_factory=list)
+    checks: list[str] = field(default_factory=list)
+    weights: WeightStats | None = None
+    notes: list[str] = field(default_factory=list)
+
+    @property
+    def ok(self) -> bool:
+        """True when nothing that stops a launch was found."""
+        return not errors(self.findings)
+
+
+def verify_checkpoint(path: Path, expected_model_type: str | None = None) -> Verification:
+    """Check everything about a checkpoint directory that can be checked without loading weights.
+
+    Args:
+        path: The checkpoint directory.
+        expected_model_type: Model type it must have (e.g. for a known repository), if any.
+    """
+    path = Path(path)
+    result = Verification(path, findings=check_checkpoint_dir(path, expected_model_type))
+    cfg, _ = read_config_json(path) if path.is_dir() else (None, None)
+    model_type = cfg.get("model_type") if cfg else None
+    if model_type not in SUPPORTED_MODEL_TYPES:
+        return result  # nothing deeper is meaningful; the findings say why
+    result.model_type = model_type
+    result.checks.append("files")
+    files = weight_files(path)
+    index = path / "model.safetensors.index.json"
+    result.weights, header_findings = read_weights(files, index if index.is_file() else None)
+    result.findings += header_findings
+    if files and not header_findings and result.weights.files == len(files):
+        result.checks.append("weight headers")
+        if model_type in TENSOR_CHECKED_TYPES:
+            source = str(index) if index.is_file() else str(files[0])
+            tensor_findings = check_pi0_tensors(cfg, result.weights.tensors,
+                                                config_source=str(path / "config.json"),
+                                                weights_source=source)
+            result.findings += tensor_findings
+            result.checks.append("tensor names and shapes")
+        else:
+            result.notes.append(f"tensor names and shapes are not checked for {model_type}: "
+                                "dexrl has no network for it yet")
+    norm_findings = check_norm_stats(path)
+    result.findings += norm_findings
+    if not norm_findings and (path / "norm_stats.json").is_file():
+        result.checks.append("norm stats")
+    return result
+
+
+def check_norm_stats(path: Path) -> list[Finding]:
+    """Check ``norm_stats.json`` holds state and action statistics the policies can use."""
+    stats_file = Path(path) / "norm_stats.json"
+    if not stats_file.is_file():
+        return []  # check_checkpoint_dir reports the missing file
+    from dexrl.models.transforms import NormStats
+
+    try:
+        NormStats.from_file(stats_file)
+    except DexrlError as exc:
+        return findings_from(exc, str(stats_file))
+    return []
