@@ -32,6 +32,12 @@ DOCUMENTED = {
     "actor.model.model_path": "defaults to the `dexrl download` location, not a placeholder",
     "rollout.model.model_path": "interpolates actor.model.model_path instead of repeating it",
     "actor.model.dexbotic.norm_mode": "added: explicit normalization mode (mean/std for LIBERO)",
+    "actor.fsdp_config.strategy": "fsdp2: frozen LLM and trainable expert share FSDP units",
+    "rollout.sampling_params.do_sample": "added: deterministic eval through do_sample=False",
+    "rollout.sampling_params.temperature_train": "added with do_sample",
+    "rollout.sampling_params.temperature_eval": "added: <= 0 makes RLinf pass do_sample=False",
+    "rollout.sampling_params.top_k": "added with do_sample",
+    "rollout.sampling_params.top_p": "added with do_sample",
 }
 
 # RLinf's env/libero_90 says 512, which no chunk size of 5 divides; dexrl uses the suite's

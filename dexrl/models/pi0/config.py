@@ -63,7 +63,7 @@ class Pi0Config:
                 hint="point at a Dexbotic π0 checkpoint (config.json model_type dexbotic_pi0)",
                 where=source,
             )
-        subs = {key: _sub_config(data, key, kind, source) for key, kind in _SUB_CONFIGS.items()}
+        subs = {key: sub_config(data, key, kind, source) for key, kind in _SUB_CONFIGS.items()}
         llm, expert, vision = subs["llm_config"], subs["action_config"], subs["vision_config"]
         if "vocab_size" in data:  # Dexbotic resizes the LLM embeddings to the merged value
             llm.vocab_size = int(data["vocab_size"])
@@ -75,21 +75,22 @@ class Pi0Config:
                 hint="use linear, linear<N>x or mlp<N>x_gelu (Dexbotic π0 uses mlp2x_gelu)",
                 where=source,
             )
-        _check_towers_match(llm, expert, source)
+        check_towers_match(llm, expert, source)
         return cls(
             llm=llm,
             expert=expert,
             vision=vision,
             projector_type=projector,
             projector_bias=bool(data.get("projector_bias", False)),
-            action_dim=_positive_int(data, "action_dim", 32, source),
-            chunk_size=_positive_int(data, "chunk_size", 50, source),
+            action_dim=positive_int(data, "action_dim", 32, source),
+            chunk_size=positive_int(data, "chunk_size", 50, source),
             source=source,
             raw=data,
         )
 
 
-def _sub_config(data: dict[str, Any], key: str, kind: str, source: str) -> PretrainedConfig:
+def sub_config(data: dict[str, Any], key: str, kind: str, source: str) -> PretrainedConfig:
+    """The nested HF config ``data[key]``, which must be an object of ``model_type`` ``kind``."""
     value = data.get(key)
     if not isinstance(value, dict):
         raise DexrlError(
@@ -100,7 +101,8 @@ def _sub_config(data: dict[str, Any], key: str, kind: str, source: str) -> Pretr
     if value.get("model_type") != kind:
         raise DexrlError(
             f"'{key}.model_type' is {value.get('model_type')!r}, expected {kind!r}",
-            hint="this is not a Dexbotic π0 config.json; check the checkpoint directory",
+            hint="config.json does not describe this model type; check the checkpoint "
+            "directory",
             where=source,
         )
     fields = {k: v for k, v in value.items() if k != "model_type"}
@@ -112,7 +114,8 @@ def _sub_config(data: dict[str, Any], key: str, kind: str, source: str) -> Pretr
         ) from exc
 
 
-def _check_towers_match(llm: PretrainedConfig, expert: PretrainedConfig, source: str) -> None:
+def check_towers_match(llm: PretrainedConfig, expert: PretrainedConfig, source: str) -> None:
+    """Fail unless the two MoT towers can share attention layers."""
     # Attention is shared per layer, so both towers need the same depth and per-head layout.
     fields = ("num_hidden_layers", "head_dim", "num_attention_heads", "num_key_value_heads")
     diffs = [
@@ -129,7 +132,8 @@ def _check_towers_match(llm: PretrainedConfig, expert: PretrainedConfig, source:
         )
 
 
-def _positive_int(data: dict[str, Any], key: str, default: int, source: str) -> int:
+def positive_int(data: dict[str, Any], key: str, default: int, source: str) -> int:
+    """``data[key]`` (``default`` when absent), which must be a positive int."""
     value = data.get(key, default)
     if isinstance(value, bool) or not isinstance(value, int) or value < 1:
         raise DexrlError(

@@ -2,12 +2,16 @@
 
 from __future__ import annotations
 
-import itertools
 from pathlib import Path
 
 import torch
 
-from dexrl.models.checkpoint import INDEX_FILE, load_strict, read_state_dict, weight_files
+from dexrl.models.checkpoint import (
+    build_and_load,
+    checkpoint_dtype,
+    read_state_dict,
+    weight_files,
+)
 from dexrl.models.pi0.config import Pi0Config
 from dexrl.models.pi0.network import Pi0Network
 from dexrl.models.pi0.projector import check_projector
@@ -18,8 +22,6 @@ ALLOWED_EXTRA_KEYS = (
     "model.action_expert.embed_tokens.*",
     "model.mm_vision_tower.vision_tower.vision_model.head.*",
 )
-# The checkpoint's compute dtype: RLinf casts the whole model to the dtype of this weight.
-DTYPE_REFERENCE_KEY = "model.llm.layers.0.self_attn.q_proj.weight"
 
 
 def load_pi0_network(
@@ -53,25 +55,12 @@ def load_pi0_network(
         source=config.source,
         given=bool(config.raw.get("mm_projector_type")),
     )
-    target = dtype or _checkpoint_dtype(state)
+    target = dtype or checkpoint_dtype(state)
     state = {k: v.to(target) if v.is_floating_point() else v for k, v in state.items()}
-    with torch.device("meta"):
-        network = Pi0Network(config)
-    source = str(ckpt_dir / INDEX_FILE) if len(files) > 1 else str(files[0])
-    load_strict(network, state, allowed_extra=ALLOWED_EXTRA_KEYS, source=source)
-    network.init_buffers(torch.device(device))
-    leftover = [
-        n
-        for n, t in itertools.chain(network.named_parameters(), network.named_buffers())
-        if t.is_meta
-    ]
-    if leftover:  # a module gained a non-persistent buffer this loader does not know to rebuild
-        raise RuntimeError(f"tensors left on the meta device after loading: {leftover}")
-    return network.eval()
-
-
-def _checkpoint_dtype(state: dict[str, torch.Tensor]) -> torch.dtype:
-    if DTYPE_REFERENCE_KEY in state:
-        return state[DTYPE_REFERENCE_KEY].dtype
-    floating = (t.dtype for t in state.values() if t.is_floating_point())
-    return next(floating, torch.float32)
+    return build_and_load(
+        lambda: Pi0Network(config),
+        state,
+        files,
+        allowed_extra=ALLOWED_EXTRA_KEYS,
+        device=device,
+    )

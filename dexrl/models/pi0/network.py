@@ -4,13 +4,14 @@ Parameter names equal Dexbotic's checkpoint keys (``model.llm.*``, ``model.actio
 ``model.mm_vision_tower.vision_tower.vision_model.*``, ``model.mm_projector.*``,
 ``model.state_proj`` and the action/time projections). The HF modules are parameter containers
 and sub-layers only; the layer loop and the prefix KV cache live in :mod:`dexrl.models.mot`.
+:class:`MoTFlowNetwork` holds what π0 and DM0 share (cached prefix, denoising, sampling).
 """
 
 from __future__ import annotations
 
 import math
 from dataclasses import dataclass, fields
-from typing import NamedTuple
+from typing import Any, NamedTuple
 
 import torch
 import torch.nn.functional as F
@@ -100,38 +101,36 @@ class Pi0Model(nn.Module):
         self.action_out_proj = nn.Linear(width, config.action_dim)
 
 
-class Pi0Network(nn.Module):
-    """Dexbotic π0 with a prefix KV cache reused by every denoising step.
+class MoTFlowNetwork(nn.Module):
+    """A flow-matching VLA whose prefix LLM ``model.llm`` and action expert share attention.
+
+    Subclasses define :attr:`towers`, :meth:`embed_suffix`, the prefix conventions below, and a
+    ``model`` with ``llm`` (its ``embed_tokens`` embeds the prompt, its ``rotary_emb`` gives
+    RoPE to both towers), ``mm_vision_tower`` + ``mm_projector`` (pixels -> image tokens) and
+    the action projections ``action_in_proj``, ``action_time_mlp_in``, ``action_time_mlp_out``,
+    ``action_out_proj``.
 
     Typical use: ``cache = net.encode_prefix(obs)``, then ``net.denoise_step(cache, obs.state,
     x_t, t)`` per step (or :meth:`sample_actions`). :meth:`forward` is the same computation as one
     joint pass over prefix and suffix, without a cache.
     """
 
-    # FSDP wraps these layer classes as units (they exist in the tree, as FSDP requires).
-    _no_split_modules = ["GemmaDecoderLayer", "SiglipEncoderLayer"]
-
-    def __init__(self, config: Pi0Config) -> None:
-        super().__init__()
-        self.config = config
-        self.model = Pi0Model(config)
-
-    def init_buffers(self, device: torch.device) -> None:
-        """(Re)create the non-persistent buffers (RoPE frequencies, SigLIP position ids) on
-        ``device``; needed after building on the meta device. RoPE frequencies stay float32."""
-        for tower in self.towers:
-            tower.rotary_emb = type(tower.rotary_emb)(config=tower.config, device=device)
-        embeddings = self.model.mm_vision_tower.vision_tower.vision_model.embeddings
-        ids = torch.arange(embeddings.num_positions, device=device).expand((1, -1))
-        embeddings.register_buffer("position_ids", ids, persistent=False)
+    config: Any
+    model: nn.Module
+    # Prefix conventions (π0: scaled text, bidirectional prefix; DM0: neither).
+    scale_text_embeddings: bool
+    causal_prefix: bool
 
     @property
     def towers(self) -> tuple[nn.Module, nn.Module]:
         """The MoT towers in sequence order: prefix LLM, action expert."""
-        return self.model.llm, self.model.action_expert
+        raise NotImplementedError
 
     def embed_prefix(self, obs: Pi0Observation, *, skip_masked_views: bool = True) -> Segment:
-        """Image tokens (unscaled) then text tokens (× sqrt(width)); all bidirectional.
+        """Image tokens (projected vision features, unscaled) then text tokens.
+
+        Text embeddings are multiplied by sqrt(LLM width) when :attr:`scale_text_embeddings`;
+        the prefix is bidirectional among valid tokens, or causal when :attr:`causal_prefix`.
 
         Args:
             obs: The batch.
@@ -152,30 +151,34 @@ class Pi0Network(nn.Module):
             masks = obs.image_masks[:, views, None].expand(batch, len(views), tokens_per_view)
             valid.append(masks.reshape(batch, -1))
         text = self.model.llm.embed_tokens(obs.tokens)
-        parts.append(text * math.sqrt(self.config.llm.hidden_size))
+        if self.scale_text_embeddings:
+            text = text * math.sqrt(self.config.llm.hidden_size)
+        parts.append(text)
         valid.append(obs.token_mask.bool())
         embeds = torch.cat([p.to(text.dtype) for p in parts], dim=1)
         valid_all = torch.cat(valid, dim=1)
-        return Segment(embeds, valid_all, torch.zeros_like(valid_all))
+        ar = torch.full_like(valid_all, self.causal_prefix)
+        return Segment(embeds, valid_all, ar)
 
     def embed_suffix(self, state: torch.Tensor, x_t: torch.Tensor, t: torch.Tensor) -> Segment:
-        """State token, then one token per action mixing x_t with the embedding of ``t`` [B]."""
+        """Suffix tokens for noisy actions ``x_t`` at times ``t`` [B]; the action tokens last."""
+        raise NotImplementedError
+
+    def init_buffers(self, device: torch.device) -> None:
+        """(Re)create the towers' RoPE frequencies (non-persistent, float32) on ``device``;
+        needed after building on the meta device."""
+        for tower in self.towers:
+            tower.rotary_emb = type(tower.rotary_emb)(config=tower.config, device=device)
+
+    def embed_actions(self, x_t: torch.Tensor, t: torch.Tensor) -> torch.Tensor:
+        """One token per action: x_t [B, chunk, D] mixed with the sine-cosine embedding of t [B]."""
         dtype = self.model.action_in_proj.weight.dtype
-        state_token = self.model.state_proj(state.to(dtype))[:, None]
         actions = self.model.action_in_proj(x_t.to(dtype))
         time_emb = sincos_time_embedding(
             t, actions.shape[-1], TIME_MIN_PERIOD, TIME_MAX_PERIOD, dtype=dtype
         )
         mixed = torch.cat([actions, time_emb[:, None].expand_as(actions)], dim=-1)
-        action_tokens = self.model.action_time_mlp_out(F.silu(self.model.action_time_mlp_in(mixed)))
-        embeds = torch.cat([state_token, action_tokens], dim=1)
-        batch, length = embeds.shape[:2]
-        valid = torch.ones(batch, length, dtype=torch.bool, device=embeds.device)
-        # The state token and the first action token each open a causal block: the state sees
-        # only the prefix and itself, the actions see everything before and each other.
-        ar = torch.zeros_like(valid)
-        ar[:, :2] = True
-        return Segment(embeds, valid, ar)
+        return self.model.action_time_mlp_out(F.silu(self.model.action_time_mlp_in(mixed)))
 
     def encode_prefix(self, obs: Pi0Observation, *, skip_masked_views: bool = True) -> PrefixCache:
         """Run the prefix through the LLM once; returns the per-layer K/V the suffix attends to."""
@@ -226,4 +229,47 @@ class Pi0Network(nn.Module):
 
     def _suffix_output(self, hidden: torch.Tensor, chunk: int) -> SuffixOutput:
         action_hidden = hidden[:, -chunk:]
-        return SuffixOutput(self.model.action_out_proj(action_hidden), action_hidden)
+        out_proj = self.model.action_out_proj
+        return SuffixOutput(out_proj(action_hidden.to(out_proj.weight.dtype)), action_hidden)
+
+
+class Pi0Network(MoTFlowNetwork):
+    """Dexbotic π0 with a prefix KV cache reused by every denoising step."""
+
+    # FSDP wraps these layer classes as units (they exist in the tree, as FSDP requires).
+    # FSDP units: dexrl runs its own layer loop and never calls a decoder layer's forward, so
+    # a unit must be a sub-module that is called (the MLP), or its weights would not be gathered.
+    _no_split_modules = ["GemmaMLP", "SiglipEncoderLayer"]
+    scale_text_embeddings = True
+    causal_prefix = False
+
+    def __init__(self, config: Pi0Config) -> None:
+        super().__init__()
+        self.config = config
+        self.model = Pi0Model(config)
+
+    def init_buffers(self, device: torch.device) -> None:
+        """(Re)create the non-persistent buffers (RoPE frequencies, SigLIP position ids) on
+        ``device``; needed after building on the meta device. RoPE frequencies stay float32."""
+        super().init_buffers(device)
+        embeddings = self.model.mm_vision_tower.vision_tower.vision_model.embeddings
+        ids = torch.arange(embeddings.num_positions, device=device).expand((1, -1))
+        embeddings.register_buffer("position_ids", ids, persistent=False)
+
+    @property
+    def towers(self) -> tuple[nn.Module, nn.Module]:
+        """The MoT towers in sequence order: prefix LLM, action expert."""
+        return self.model.llm, self.model.action_expert
+
+    def embed_suffix(self, state: torch.Tensor, x_t: torch.Tensor, t: torch.Tensor) -> Segment:
+        """State token, then one token per action mixing x_t with the embedding of ``t`` [B]."""
+        dtype = self.model.action_in_proj.weight.dtype
+        state_token = self.model.state_proj(state.to(dtype))[:, None]
+        embeds = torch.cat([state_token, self.embed_actions(x_t, t)], dim=1)
+        batch, length = embeds.shape[:2]
+        valid = torch.ones(batch, length, dtype=torch.bool, device=embeds.device)
+        # The state token and the first action token each open a causal block: the state sees
+        # only the prefix and itself, the actions see everything before and each other.
+        ar = torch.zeros_like(valid)
+        ar[:, :2] = True
+        return Segment(embeds, valid, ar)

@@ -1,10 +1,10 @@
-"""Inference wrapper around :class:`Pi0Network`: LIBERO env observations in, env actions out."""
+"""Inference wrappers around the flow networks: LIBERO env observations in, env actions out."""
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from pathlib import Path
-from typing import Any
+from typing import Any, Protocol
 
 import numpy as np
 import torch
@@ -13,30 +13,49 @@ from dexrl.errors import DexrlError
 from dexrl.models.images import ImagePreprocessor
 from dexrl.models.pi0.config import Pi0Config
 from dexrl.models.pi0.loader import load_pi0_network
-from dexrl.models.pi0.network import Pi0Network, Pi0Observation
+from dexrl.models.pi0.network import MoTFlowNetwork, Pi0Network, Pi0Observation
 from dexrl.models.tokenization import Pi0PromptTokenizer
-from dexrl.models.transforms import NormMode, NormStats, actions_to_env, state_to_model
+from dexrl.models.transforms import (
+    NORM_MODES,
+    NormMode,
+    NormStats,
+    actions_to_env,
+    state_to_model,
+)
 
 ENV_ACTION_DIM = 7
 OBS_KEYS = ("main_images", "wrist_images", "states", "task_descriptions")
-NUM_VIEWS = 3  # [main, wrist, zero pad]: the layout π0 was trained with on LIBERO
+NUM_VIEWS = 3  # [main, wrist, zero pad]: the layout π0 and DM0 were trained with on LIBERO
 
 
-class Pi0Policy:
-    """A loaded π0 with its tokenizer, image preprocessing and normalization statistics.
+class PromptTokenizer(Protocol):
+    """Turns prompts into fixed-length (ids long [B, L], mask bool [B, L])."""
+
+    @property
+    def vocab_size(self) -> int:
+        """Token ids are below this."""
+        ...
+
+    def __call__(self, prompts: Sequence[str]) -> tuple[torch.Tensor, torch.Tensor]: ...
+
+
+class FlowPolicy:
+    """A loaded flow-matching VLA with its tokenizer, image preprocessing and norm statistics.
+
+    Shared by π0 and DM0; subclasses add ``from_checkpoint``.
 
     Args:
         network: The network (its device and dtype are used as they are).
-        tokenizer: Prompt tokenizer of the checkpoint.
+        tokenizer: Prompt tokenizer: ``tokenizer(prompts) -> (ids, mask)``, with ``vocab_size``.
         images: Image preprocessor of the checkpoint.
         norm_stats: State/action statistics of the checkpoint.
-        norm_mode: ``mean_std`` (π0 LIBERO) or ``quantile``.
+        norm_mode: ``mean_std`` (Dexbotic's LIBERO checkpoints) or ``quantile``.
     """
 
     def __init__(
         self,
-        network: Pi0Network,
-        tokenizer: Pi0PromptTokenizer,
+        network: MoTFlowNetwork,
+        tokenizer: PromptTokenizer,
         images: ImagePreprocessor,
         norm_stats: NormStats,
         norm_mode: NormMode = "mean_std",
@@ -44,37 +63,21 @@ class Pi0Policy:
         vocab = network.config.llm.vocab_size
         if tokenizer.vocab_size > vocab:
             raise DexrlError(
-                f"tokenizer has {tokenizer.vocab_size} pieces but the LLM embeds only {vocab}",
-                hint="use the tokenizer.model that belongs to this checkpoint",
+                f"tokenizer has {tokenizer.vocab_size} tokens but the LLM embeds only {vocab}",
+                hint="use the tokenizer files that belong to this checkpoint",
                 where=network.config.source,
+            )
+        if norm_mode not in NORM_MODES:
+            raise DexrlError(
+                f"unknown norm_mode {norm_mode!r}",
+                hint=f"use one of {', '.join(NORM_MODES)}",
+                where="norm_mode",
             )
         self.network = network
         self.tokenizer = tokenizer
         self.images = images
         self.norm_stats = norm_stats
         self.norm_mode = norm_mode
-
-    @classmethod
-    def from_checkpoint(
-        cls,
-        ckpt_dir: str | Path,
-        *,
-        device: str | torch.device = "cpu",
-        dtype: torch.dtype | None = None,
-        config: Pi0Config | None = None,
-    ) -> Pi0Policy:
-        """Load network, tokenizer, preprocessor and norm stats from the checkpoint directory.
-
-        The preprocessor is read from ``ckpt_dir`` itself; config.json's ``processor_config``
-        names a path on the machine the checkpoint was trained on and is ignored.
-        """
-        ckpt_dir = Path(ckpt_dir)
-        return cls(
-            load_pi0_network(ckpt_dir, device=device, dtype=dtype, config=config),
-            Pi0PromptTokenizer.from_checkpoint(ckpt_dir),
-            ImagePreprocessor.from_checkpoint(ckpt_dir),
-            NormStats.from_file(ckpt_dir / "norm_stats.json"),
-        )
 
     @property
     def device(self) -> torch.device:
@@ -86,9 +89,9 @@ class Pi0Policy:
 
         Images become [B, 3, 3, S, S] (main, wrist, zeros) with masks [True, True, False].
         """
-        batch = _check_env_obs(env_obs)
-        main = self.images(_frames(env_obs["main_images"]))
-        wrist = self.images(_frames(env_obs["wrist_images"]))
+        batch = check_env_obs(env_obs)
+        main = self.images(as_frames(env_obs["main_images"]))
+        wrist = self.images(as_frames(env_obs["wrist_images"]))
         pad = torch.zeros_like(main)
         images = torch.stack([main, wrist, pad], dim=1)
         image_masks = torch.tensor([[True, True, False]]).expand(batch, NUM_VIEWS)
@@ -143,11 +146,41 @@ class Pi0Policy:
         return {"actions": actions, "raw_actions": raw}
 
 
-def _frames(images: Any) -> torch.Tensor | np.ndarray:
+class Pi0Policy(FlowPolicy):
+    """A loaded π0 with its tokenizer, image preprocessing and normalization statistics."""
+
+    network: Pi0Network
+
+    @classmethod
+    def from_checkpoint(
+        cls,
+        ckpt_dir: str | Path,
+        *,
+        device: str | torch.device = "cpu",
+        dtype: torch.dtype | None = None,
+        config: Pi0Config | None = None,
+        norm_mode: NormMode = "mean_std",
+    ) -> Pi0Policy:
+        """Load network, tokenizer, preprocessor and norm stats from the checkpoint directory.
+
+        The preprocessor is read from ``ckpt_dir`` itself; config.json's ``processor_config``
+        names a path on the machine the checkpoint was trained on and is ignored.
+        """
+        ckpt_dir = Path(ckpt_dir)
+        return cls(
+            load_pi0_network(ckpt_dir, device=device, dtype=dtype, config=config),
+            Pi0PromptTokenizer.from_checkpoint(ckpt_dir),
+            ImagePreprocessor.from_checkpoint(ckpt_dir),
+            NormStats.from_file(ckpt_dir / "norm_stats.json"),
+            norm_mode,
+        )
+
+
+def as_frames(images: Any) -> torch.Tensor | np.ndarray:
     return images if isinstance(images, torch.Tensor) else np.asarray(images)
 
 
-def _check_env_obs(env_obs: Mapping[str, Any]) -> int:
+def check_env_obs(env_obs: Mapping[str, Any]) -> int:
     """Validate keys and batch sizes of ``env_obs``; returns the batch size."""
     missing = [k for k in OBS_KEYS if k not in env_obs]
     if missing:
@@ -170,7 +203,7 @@ def _check_env_obs(env_obs: Mapping[str, Any]) -> int:
             where="env_obs",
         )
     for key in ("main_images", "wrist_images"):
-        frames = _frames(env_obs[key])
+        frames = as_frames(env_obs[key])
         if frames.dtype not in (np.uint8, torch.uint8) or frames.ndim != 4 or frames.shape[-1] != 3:
             raise DexrlError(
                 f"{key} must be uint8 [B, H, W, 3], got {frames.dtype} {list(frames.shape)}",
