@@ -11,9 +11,10 @@ from typing import TYPE_CHECKING, Any
 if TYPE_CHECKING:
     import torch
 
-    from dexrl.models.pi0.policy import Pi0Policy
+    from dexrl.models.pi0.policy import FlowPolicy
+    from dexrl.models.transforms import NormMode
 
-SUPPORTED_MODEL_TYPES = ("dexbotic_pi0",)
+SUPPORTED_MODEL_TYPES = ("dexbotic_pi0", "dexbotic_dm0")
 # float16 is left out on purpose: the additive mask value overflows it.
 _DTYPE_NAMES = {"float32": "float32", "fp32": "float32", "bfloat16": "bfloat16", "bf16": "bfloat16"}
 
@@ -22,17 +23,22 @@ def load_policy(
     ckpt_dir: str | Path,
     device: str | torch.device = "cpu",
     dtype: torch.dtype | str | None = None,
-) -> Pi0Policy:
+    norm_mode: NormMode = "mean_std",
+) -> FlowPolicy:
     """Load the policy of a Dexbotic checkpoint directory; the model type comes from config.json.
 
     Args:
         ckpt_dir: Checkpoint directory (config.json, safetensors, tokenizer, preprocessor, stats).
         device: Device for the weights.
         dtype: Weight dtype (``torch.bfloat16`` or a name like ``"bf16"``); None keeps the
-            checkpoint's.
+            checkpoint's. DM0 in bf16 keeps its vision stem and RMSNorms in float32.
+        norm_mode: State/action normalization, ``mean_std`` (the LIBERO checkpoints of both
+            models and RLinf) or ``quantile``.
 
     Returns:
-        A policy with ``predict(env_obs, noise=None, num_steps=10, num_action_chunks=None)``.
+        A :class:`~dexrl.models.pi0.policy.Pi0Policy` or
+        :class:`~dexrl.models.dm0.policy.Dm0Policy`, with
+        ``predict(env_obs, noise=None, num_steps=10, num_action_chunks=None)``.
 
     Raises:
         DexrlError: unsupported model type, bad dtype name, missing or inconsistent files.
@@ -43,15 +49,19 @@ def load_policy(
     config_path = Path(ckpt_dir) / "config.json"
     model_type = read_json(config_path, what="model config").get("model_type")
     if model_type not in SUPPORTED_MODEL_TYPES:
-        planned = " (DM0 support is not implemented yet)" if model_type == "dexbotic_dm0" else ""
         raise DexrlError(
-            f"model_type {model_type!r} is not supported{planned}",
+            f"model_type {model_type!r} is not supported",
             hint=f"use a checkpoint of type {', '.join(SUPPORTED_MODEL_TYPES)}",
             where=str(config_path),
         )
-    from dexrl.models.pi0.policy import Pi0Policy
+    if model_type == "dexbotic_dm0":
+        from dexrl.models.dm0.policy import Dm0Policy as policy_class
+    else:
+        from dexrl.models.pi0.policy import Pi0Policy as policy_class
 
-    return Pi0Policy.from_checkpoint(ckpt_dir, device=device, dtype=_torch_dtype(dtype))
+    return policy_class.from_checkpoint(
+        ckpt_dir, device=device, dtype=_torch_dtype(dtype), norm_mode=norm_mode
+    )
 
 
 def _torch_dtype(dtype: Any) -> Any:

@@ -3,10 +3,11 @@
 from __future__ import annotations
 
 import fnmatch
+import itertools
 import json
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from pathlib import Path
-from typing import Any
+from typing import Any, TypeVar
 
 import torch
 from safetensors import SafetensorError, safe_open
@@ -16,6 +17,8 @@ from dexrl.errors import DexrlError
 
 INDEX_FILE = "model.safetensors.index.json"
 SINGLE_FILE = "model.safetensors"
+# The checkpoint's compute dtype: RLinf casts the whole model to the dtype of this weight.
+DTYPE_REFERENCE_KEY = "model.llm.layers.0.self_attn.q_proj.weight"
 _SHOWN_KEYS = 5  # how many offending keys an error message lists before the count
 
 
@@ -152,6 +155,48 @@ def load_strict(
         )
     module.load_state_dict({k: state_dict[k] for k in expected}, strict=True, assign=True)
     return [k for k in extra if k not in unexpected]
+
+
+def checkpoint_dtype(state: Mapping[str, torch.Tensor]) -> torch.dtype:
+    """The compute dtype of a checkpoint: that of its first LLM layer (files may mix dtypes)."""
+    if DTYPE_REFERENCE_KEY in state:
+        return state[DTYPE_REFERENCE_KEY].dtype
+    floating = (t.dtype for t in state.values() if t.is_floating_point())
+    return next(floating, torch.float32)
+
+
+NetworkT = TypeVar("NetworkT", bound=nn.Module)
+
+
+def build_and_load(
+    build: Callable[[], NetworkT],
+    state: Mapping[str, torch.Tensor],
+    files: Sequence[Path],
+    *,
+    allowed_extra: Iterable[str],
+    device: str | torch.device,
+) -> NetworkT:
+    """Build a network on the meta device, assign ``state`` key for key, return it in eval mode.
+
+    ``build()`` must return a module with ``init_buffers(device)``, which recreates the
+    non-persistent buffers the checkpoint does not hold.
+
+    Raises:
+        DexrlError: missing, unexpected or mis-shaped weights (see :func:`load_strict`).
+    """
+    with torch.device("meta"):
+        network = build()
+    source = str(files[0].parent / INDEX_FILE) if len(files) > 1 else str(files[0])
+    load_strict(network, state, allowed_extra=allowed_extra, source=source)
+    network.init_buffers(torch.device(device))
+    leftover = [
+        n
+        for n, t in itertools.chain(network.named_parameters(), network.named_buffers())
+        if t.is_meta
+    ]
+    if leftover:  # a module gained a non-persistent buffer that init_buffers does not rebuild
+        raise RuntimeError(f"tensors left on the meta device after loading: {leftover}")
+    return network.eval()
 
 
 def _preview(keys: Sequence[str]) -> str:

@@ -133,8 +133,9 @@ def mot_forward(
         past: Keys/values of earlier tokens, placed before this pass's keys.
 
     Returns:
-        Per tower its final-normed output (None where the input was None), and this pass's own
-        per-layer keys (after RoPE) and values.
+        Per tower its final-normed output (None where the input was None; in the final norm's
+        dtype, which may be wider than the stream's), and this pass's own per-layer keys (after
+        RoPE) and values.
     """
     active = [(tower, x) for tower, x in zip(towers, hidden, strict=True) if x is not None]
     lengths = [x.shape[1] for _, x in active]
@@ -171,7 +172,8 @@ def _project_qkv(
     for layer, x in zip(layers, states, strict=True):
         attn = layer.self_attn
         head_dim = attn.head_dim
-        h = layer.input_layernorm(x)
+        # Norms may be kept in fp32 in a bf16 model; their outputs go back to the stream's dtype.
+        h = layer.input_layernorm(x).to(x.dtype)
         shape = (x.shape[0], x.shape[1], -1, head_dim)
         q = attn.q_proj(h).view(shape).transpose(1, 2)
         k = attn.k_proj(h).view(shape).transpose(1, 2)
@@ -202,4 +204,4 @@ def _attention(
 def _finish_layer(layer: nn.Module, x: torch.Tensor, attended: torch.Tensor) -> torch.Tensor:
     """Own o_proj + residual, then post-attention norm + MLP + residual."""
     x = x + layer.self_attn.o_proj(attended.to(x.dtype))
-    return x + layer.mlp(layer.post_attention_layernorm(x))
+    return x + layer.mlp(layer.post_attention_layernorm(x).to(x.dtype))

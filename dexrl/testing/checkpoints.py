@@ -10,6 +10,7 @@ from typing import Any
 import sentencepiece
 import torch
 from safetensors.torch import save_file
+from torch import nn
 from transformers import CONFIG_MAPPING
 
 from dexrl.models.checkpoint import INDEX_FILE, SINGLE_FILE
@@ -81,16 +82,20 @@ def tiny_pi0_config(
 
 
 def random_weights(config: Pi0Config, seed: int) -> dict[str, torch.Tensor]:
-    """A seeded random state dict of our π0 module tree.
+    """A seeded random state dict of our π0 module tree (see :func:`random_state`)."""
+    torch.manual_seed(seed)
+    return random_state(Pi0Network(config), seed)
+
+
+def random_state(module: nn.Module, seed: int) -> dict[str, torch.Tensor]:
+    """A seeded random state dict for ``module``'s entries.
 
     Every tensor is redrawn with a fan-in scale (HF's init leaves norms at 0 and uses std 0.02),
     so that outputs depend visibly on every weight.
     """
-    torch.manual_seed(seed)
-    network = Pi0Network(config)
     generator = torch.Generator().manual_seed(seed)
     state = {}
-    for name, tensor in network.state_dict().items():
+    for name, tensor in module.state_dict().items():
         std = 1.0 / math.sqrt(tensor.shape[-1]) if tensor.ndim >= 2 else 0.1
         state[name] = torch.randn(tensor.shape, generator=generator) * std
     return state
@@ -133,7 +138,7 @@ def write_tiny_pi0(
     state = random_weights(Pi0Config.from_dict(raw), seed)
     if extra_keys:
         state.update(_unused_tensors(raw, seed))
-    _save_weights(path, {k: v.to(dtype).contiguous() for k, v in state.items()}, shards)
+    save_weights(path, {k: v.to(dtype).contiguous() for k, v in state.items()}, shards)
     return path
 
 
@@ -151,7 +156,8 @@ def _unused_tensors(raw: dict[str, Any], seed: int) -> dict[str, torch.Tensor]:
     return {k: torch.randn(s, generator=generator) for k, s in shapes.items()}
 
 
-def _save_weights(path: Path, state: dict[str, torch.Tensor], shards: int) -> None:
+def save_weights(path: Path, state: dict[str, torch.Tensor], shards: int) -> None:
+    """Write ``model.safetensors``, or ``shards`` files plus ``model.safetensors.index.json``."""
     metadata = {"format": "pt"}
     if shards == 1:
         save_file(state, str(path / SINGLE_FILE), metadata=metadata)

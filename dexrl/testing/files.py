@@ -26,7 +26,8 @@ _PLACES = ("on the plate", "in the basket", "on top of the cabinet", "next to th
 _VERBS = ("pick up the", "put the", "place the", "open the", "turn on the", "push the")
 
 
-def _corpus() -> list[str]:
+def task_corpus() -> list[str]:
+    """LIBERO-style task sentences for training tiny tokenizers."""
     return [f"{verb} {obj} {place}" for verb in _VERBS for obj in _OBJECTS for place in _PLACES]
 
 
@@ -51,7 +52,7 @@ def write_sentencepiece_tokenizer(
     directory.mkdir(parents=True, exist_ok=True)
     model = io.BytesIO()
     sentencepiece.SentencePieceTrainer.train(
-        sentence_iterator=iter(_corpus()),
+        sentence_iterator=iter(task_corpus()),
         model_writer=model,
         model_type="bpe",
         vocab_size=vocab_size,
@@ -129,4 +130,9 @@ def write_norm_stats(
     return _write_json(directory / "norm_stats.json", {"norm_stats": stats} if wrapped else stats)
 
 
-__all__ = ["write_norm_stats", "write_preprocessor_config", "write_sentencepiece_tokenizer"]
+__all__ = [
+    "task_corpus",
+    "write_norm_stats",
+    "write_preprocessor_config",
+    "write_sentencepiece_tokenizer",
+]

@@ -182,10 +182,10 @@ def test_wrong_model_type(tiny_pi0_copy: Copy) -> None:
         load_policy(ckpt)
 
 
-def test_dm0_is_not_supported_yet(tiny_pi0_copy: Copy) -> None:
+def test_dm0_model_type_goes_to_the_dm0_loader(tiny_pi0_copy: Copy) -> None:
     ckpt = tiny_pi0_copy()
     _edit_config(ckpt, lambda c: c.update(model_type="dexbotic_dm0"))
-    with pytest.raises(DexrlError, match="DM0 support is not implemented"):
+    with pytest.raises(DexrlError, match="'llm_config.model_type' is 'gemma', expected 'qwen3'"):
         load_policy(ckpt)
 
 

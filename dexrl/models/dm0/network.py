@@ -1,0 +1,102 @@
+"""Dexbotic DM0 network: PE vision tower + linear4x projector + Qwen3 LLM + Qwen3 action expert.
+
+Parameter names equal Dexbotic's checkpoint keys: ``model.llm.*`` (a Qwen3 model),
+``model.action_expert.model.*`` (the expert is a Qwen3 causal LM in Dexbotic; only its decoder is
+built here, its ``lm_head`` is never used), ``model.mm_vision_tower.vision_tower.*`` (see
+:mod:`dexrl.models.dm0.vision`), ``model.mm_projector.*`` and the action/time projections.
+Unlike π0: no state token, a fully causal prefix (images included), unscaled text embeddings,
+q/k RMSNorms in the shared attention (handled by :mod:`dexrl.models.mot`), and a suffix of the
+action tokens only, bidirectional among themselves.
+"""
+
+from __future__ import annotations
+
+import torch
+from torch import nn
+from transformers import Qwen3Model
+
+from dexrl.models.dm0.config import Dm0Config
+from dexrl.models.dm0.vision import PerceptionEncoder
+from dexrl.models.mot import Segment
+from dexrl.models.pi0.network import MoTFlowNetwork
+from dexrl.models.pi0.projector import build_projector
+
+
+class ActionExpert(nn.Module):
+    """Holds the expert's Qwen3 decoder as ``model`` (Dexbotic's causal-LM nesting)."""
+
+    def __init__(self, config) -> None:
+        super().__init__()
+        self.model = Qwen3Model(config)
+        self.model.embed_tokens = None  # the expert only ever sees embeddings
+
+
+class PeVisionTower(nn.Module):
+    """Holds the PE tower as ``vision_tower`` (Dexbotic's nesting of parameter names)."""
+
+    def __init__(self, config) -> None:
+        super().__init__()
+        self.vision_tower = PerceptionEncoder(config)
+
+    def forward(self, pixel_values: torch.Tensor) -> torch.Tensor:
+        """[N, 3, S, S] -> [N, tokens, 4·width]."""
+        return self.vision_tower(pixel_values)
+
+
+class Dm0Model(nn.Module):
+    """The ``model.*`` module tree of a Dexbotic DM0 checkpoint."""
+
+    def __init__(self, config: Dm0Config) -> None:
+        super().__init__()
+        width = config.expert.hidden_size
+        self.llm = Qwen3Model(config.llm)
+        self.action_expert = ActionExpert(config.expert)
+        self.mm_vision_tower = PeVisionTower(config.vision)
+        self.mm_projector = build_projector(
+            config.projector_type,
+            config.vision.out_width,
+            config.llm.hidden_size,
+            config.projector_bias,
+        )
+        self.action_in_proj = nn.Linear(config.action_dim, width)
+        self.action_out_proj = nn.Linear(width, config.action_dim)
+        self.action_time_mlp_in = nn.Linear(2 * width, width)
+        self.action_time_mlp_out = nn.Linear(width, width)
+
+
+class Dm0Network(MoTFlowNetwork):
+    """Dexbotic DM0 with a prefix KV cache reused by every denoising step.
+
+    Same interface as :class:`dexrl.models.pi0.network.Pi0Network` (inputs are a
+    :class:`~dexrl.models.pi0.network.Pi0Observation`); the state is accepted for that reason and
+    ignored: DM0 uses it only to turn its delta actions into absolute ones.
+    """
+
+    # FSDP units must be modules whose forward is called: the MoT loop calls the decoder layers'
+    # sub-modules (the MLP among them), never the layers; the vision blocks are called whole.
+    _no_split_modules = ["Qwen3MLP", "PeResidualBlock"]
+    scale_text_embeddings = False
+    causal_prefix = True
+
+    def __init__(self, config: Dm0Config) -> None:
+        super().__init__()
+        self.config = config
+        self.model = Dm0Model(config)
+
+    @property
+    def towers(self) -> tuple[nn.Module, nn.Module]:
+        """The MoT towers in sequence order: prefix LLM, action expert decoder."""
+        return self.model.llm, self.model.action_expert.model
+
+    def embed_suffix(self, state: torch.Tensor, x_t: torch.Tensor, t: torch.Tensor) -> Segment:
+        """One token per action mixing x_t with the embedding of ``t`` [B]; ``state`` is unused.
+
+        The first action token opens a causal block, so the actions see the whole prefix and
+        each other, and the prefix never sees them.
+        """
+        embeds = self.embed_actions(x_t, t)
+        batch, length = embeds.shape[:2]
+        valid = torch.ones(batch, length, dtype=torch.bool, device=embeds.device)
+        ar = torch.zeros_like(valid)
+        ar[:, 0] = True
+        return Segment(embeds, valid, ar)
