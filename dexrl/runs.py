@@ -18,6 +18,7 @@ import socket
 import subprocess
 import sys
 import time
+import uuid
 from dataclasses import dataclass
 from importlib import metadata
 from pathlib import Path
@@ -30,8 +31,9 @@ from dexrl.errors import DexrlError
 
 CONFIG_FILE = "config.yaml"
 MANIFEST_FILE = "manifest.json"
+WANDB_ID_FILE = "wandb_run_id"
 CHECKPOINTS = "checkpoints"
-COMPLETE_MARKER = "dexrl-complete.json"
+MARKER = "dexrl_complete.json"  # written last, after RLinf's save returned
 VERSIONED = ("dexrl", "rlinf", "torch", "transformers", "mujoco", "ray", "hydra-core", "numpy")
 
 # Keys a resume may change without --allow-changes: they do not change the experiment.
@@ -101,6 +103,15 @@ def checkpoint_provenance(model_path: str | None) -> dict[str, Any] | None:
         return {"path": str(model_path), "manifest": None}
 
 
+def resolved(cfg: DictConfig) -> DictConfig:
+    """A copy with every interpolation resolved: a run must not change with the environment."""
+    try:
+        return OmegaConf.create(OmegaConf.to_container(cfg, resolve=True))
+    except Exception as exc:
+        raise DexrlError(f"config does not resolve: {' '.join(str(exc).split())}",
+                         "fix the interpolation or the override that feeds it") from None
+
+
 def write_run_files(run_dir: Path, cfg: DictConfig, argv: list[str],
                     extra: dict[str, Any] | None = None) -> None:
     """Write ``config.yaml`` (resolved) and ``manifest.json`` into a new run directory."""
@@ -119,6 +130,28 @@ def write_run_files(run_dir: Path, cfg: DictConfig, argv: list[str],
         **(extra or {}),
     }
     (run_dir / MANIFEST_FILE).write_text(json.dumps(manifest, indent=2, default=str) + "\n")
+
+
+def read_manifest(run_dir: Path) -> dict[str, Any]:
+    """The run's ``manifest.json`` ({} when missing or unreadable)."""
+    try:
+        data = json.loads((Path(run_dir) / MANIFEST_FILE).read_text())
+    except (OSError, ValueError):
+        return {}
+    return data if isinstance(data, dict) else {}
+
+
+def use_wandb_run_id(run_dir: Path) -> str:
+    """Give the run one W&B run id, kept in the run folder, so a resume continues that run."""
+    path = Path(run_dir) / WANDB_ID_FILE
+    if path.is_file():
+        run_id = path.read_text().strip()
+    else:
+        run_id = uuid.uuid4().hex[:12]
+        path.write_text(run_id + "\n")
+    os.environ["WANDB_RUN_ID"] = run_id
+    os.environ.setdefault("WANDB_RESUME", "allow")
+    return run_id
 
 
 def load_run_config(run_dir: Path) -> DictConfig:
@@ -147,14 +180,31 @@ class Checkpoint:
     complete: bool
 
 
+def checkpoints_dir(run_dir: Path) -> Path:
+    """Where a run's checkpoints live: ``<run_dir>/checkpoints``."""
+    return Path(run_dir) / CHECKPOINTS
+
+
+def is_complete(checkpoint: Path) -> bool:
+    """Whether ``checkpoint`` (``.../global_step_N``) was fully written."""
+    return (Path(checkpoint) / MARKER).is_file()
+
+
+def checkpoint_step(checkpoint: Path) -> int | None:
+    """N of a ``global_step_N`` folder, else None."""
+    suffix = Path(checkpoint).name.removeprefix("global_step_")
+    return int(suffix) if Path(checkpoint).name.startswith("global_step_") and suffix.isdigit() \
+        else None
+
+
 def checkpoints(run_dir: Path) -> list[Checkpoint]:
     """Every ``global_step_N`` folder of a run, by step."""
-    root = Path(run_dir) / CHECKPOINTS
+    root = checkpoints_dir(run_dir)
     found = []
     for p in root.glob("global_step_*") if root.is_dir() else []:
-        suffix = p.name.removeprefix("global_step_")
-        if p.is_dir() and suffix.isdigit():
-            found.append(Checkpoint(int(suffix), p, (p / COMPLETE_MARKER).is_file()))
+        step = checkpoint_step(p)
+        if p.is_dir() and step is not None:
+            found.append(Checkpoint(step, p, is_complete(p)))
     return sorted(found, key=lambda c: c.step)
 
 
@@ -174,10 +224,23 @@ def pick_checkpoint(run_dir: Path, step: int | None = None) -> Checkpoint:
         return match[0]
     if not complete:
         partial = f" ({len(all_ckpts)} incomplete)" if all_ckpts else ""
-        raise DexrlError(f"the run has no complete checkpoint{partial}",
-                         "start a new run with `dexrl train`; a run can only resume from a "
-                         "checkpoint that finished writing", where=str(run_dir))
+        raise DexrlError(f"no complete checkpoint to resume from{partial}",
+                         "train first; a checkpoint is written every runner.save_interval steps "
+                         "and counts only once it finished writing",
+                         where=str(checkpoints_dir(run_dir)))
     return complete[-1]
+
+
+def latest_checkpoint(run_dir: Path) -> Path:
+    """The complete checkpoint with the highest step (incomplete ones are skipped)."""
+    return pick_checkpoint(run_dir).path
+
+
+def planned_steps(cfg: DictConfig) -> int:
+    """The step a run stops at: RLinf caps runner.max_steps by runner.max_epochs (1 step each)."""
+    epochs = int(OmegaConf.select(cfg, "runner.max_epochs", default=1))
+    max_steps = int(OmegaConf.select(cfg, "runner.max_steps", default=-1))
+    return min(epochs, max_steps) if max_steps >= 0 else epochs
 
 
 def config_diff(old: DictConfig, new: DictConfig) -> list[tuple[str, Any, Any]]:

@@ -1,309 +1,63 @@
 """RLinf policy adapter for dexrl's Dexbotic π0 (RLinf ``model_type: dexbotic_pi0``).
 
 :func:`build` is the builder :mod:`dexrl.bridge.registry` registers; it returns a
-:class:`Pi0RLPolicy`, an ``nn.Module`` implementing RLinf 0.3.0's embodied ``BasePolicy``:
-
-- ``predict_action_batch(env_obs, mode=None, ...)`` (rollout, no grad): encodes the prefix once,
-  runs the denoising chain of :mod:`dexrl.bridge.rl_steps`, and returns env actions
-  [B, num_action_chunks, action_dim] with ``prev_logprobs``, ``prev_values`` and
-  ``forward_inputs``.
-- ``forward(forward_inputs=..., compute_logprobs, compute_entropy, compute_values)`` (training):
-  re-scores the stored chains with gradients.
-
-**Deterministic evaluation.** RLinf passes ``mode`` only to some built-in model types, never to
-this one. Without ``mode`` the call is deterministic when the kwargs carry ``do_sample=False``,
-which RLinf's rollout worker does for eval calls when ``rollout.sampling_params.temperature_eval
-<= 0`` (train calls carry ``sampling_params.do_sample``, which must stay true). A deterministic
-call runs the plain ODE and, unless ``noise`` is given, starts from one fixed noise draw
-(:data:`EVAL_NOISE_SEED`) shared by all rows, so an eval action depends on the observation only.
-An explicit ``mode`` ("train"/"eval") wins over ``do_sample``.
-
-**Values.** ``prev_values`` (rollout) and ``values`` (training) are the same quantity: the value
-head on the expert's action-token states at denoising step 0 (t = 1, input the stored initial
-noise), which does not depend on the randomly drawn SDE step. RLinf's own adapter reports the
-mean over all steps at rollout but recomputes only the drawn step in training.
-
-**Inputs kept for training** (``forward_inputs``, leading batch dim, concatenable): ``images``
-uint8 [B, 2, S, S, 3] (main, wrist) already resized to the model's S, ``tokens`` long [B, L],
-``token_mask`` bool [B, L], ``state`` float32 [B, 32] (padded, normalized), ``chains_bits`` int32
-[B, N+1, chunk, 32] (the float32 chain's bit patterns, which FSDP mixed precision cannot cast to
-bf16), ``denoise_inds`` long [B, S_scored] (-1 for deterministic calls). Rollout and training build
-the network inputs from these with the same function, so the first PPO ratio is exactly 1 when
-both run the same weights in the same precision (bit-exact in fp32 on the CPU).
-
-**Freezing and FSDP.** ``dexbotic.train_expert_only`` sets ``requires_grad=False`` on the vision
-tower, projector and LLM and computes the prefix without a graph; only the action expert, the
-state/action/time projections and the value head train. FSDP units are the Gemma MLPs and SigLIP
-layers; the rest (frozen LLM attention next to the trainable expert) shares the root unit, so
-FSDP1 needs ``use_orig_params: true`` (mixed ``requires_grad``), FSDP2 works as is. Parameter
-names are the checkpoint's (``model.*``) plus ``value_head.*``.
+:class:`Pi0RLPolicy`, the shared :class:`~dexrl.bridge.flow_policy.FlowRLPolicy` (rollout and
+training calls, freezing, forward inputs: see there) on a loaded π0. π0's FSDP units are the
+Gemma MLPs and the SigLIP layers.
 """
 
 from __future__ import annotations
 
-import dataclasses
 from collections.abc import Mapping
 from typing import Any
 
 import torch
-from rlinf.models.embodiment.base_policy import BasePolicy
-from torch import nn
 
-from dexrl.bridge.rl_steps import (
-    Denoiser,
-    RLSettings,
-    pack_chains,
-    sample_chain,
-    score_chain,
-    unpack_chains,
-)
-from dexrl.errors import DexrlError
-from dexrl.models import load_policy
-from dexrl.models.pi0.network import Pi0Observation
-
-# The env-observation checks and frame conversion of the inference policy, so that both entry
-# points accept exactly the same inputs.
-from dexrl.models.pi0.policy import NUM_VIEWS, Pi0Policy, as_frames, check_env_obs
-from dexrl.models.transforms import actions_to_env, state_to_model
-
-EVAL_NOISE_SEED = 0
-VIEW_KEYS = ("main_images", "wrist_images")
+from dexrl.bridge.flow_policy import EVAL_NOISE_SEED, FlowRLPolicy
+from dexrl.models.pi0.network import Pi0Network
+from dexrl.models.pi0.policy import Pi0Policy
+from dexrl.models.tokenization import Pi0PromptTokenizer
+from dexrl.models.transforms import NormMode
 
 
-class Pi0RLPolicy(nn.Module, BasePolicy):
+class Pi0RLPolicy(FlowRLPolicy):
     """π0 with a value head, serving RLinf's rollout and PPO training calls.
 
     Args:
         policy: A loaded π0 (network, tokenizer, image preprocessing, norm stats).
-        settings: RL settings (see :class:`RLSettings`).
+        settings: RL settings (see :class:`~dexrl.bridge.rl_steps.RLSettings`).
     """
 
-    # FSDP units. mot.py calls the decoder layers' sub-modules directly, never a layer's own
-    # forward, so a GemmaDecoderLayer unit would never gather its shards (FSDP2 then fails on
-    # mixed Tensor/DTensor); the MLPs, ~90 % of each decoder layer, are called as modules.
-    # SigLIP runs its layers through HF's forward.
-    _no_split_modules = ["GemmaMLP", "SiglipEncoderLayer"]
-
-    def __init__(self, policy: Pi0Policy, settings: RLSettings) -> None:
-        super().__init__()
-        config = policy.network.config
-        settings.check(config.chunk_size, config.action_dim)
-        self.settings = settings
-        self.pi0 = policy  # a plain object: its network's modules are registered once, as `model`
-        self.model = policy.network.model
-        if settings.add_value_head:
-            anchor = self.model.action_out_proj.weight
-            self.value_head = nn.Linear(config.expert.hidden_size, 1, device=anchor.device,
-                                        dtype=anchor.dtype)
-            # Zero init: identical in every process that builds the policy, and a neutral start.
-            nn.init.zeros_(self.value_head.weight)
-            nn.init.zeros_(self.value_head.bias)
-        if settings.train_expert_only:
-            for frozen in (self.model.mm_vision_tower, self.model.mm_projector, self.model.llm):
-                frozen.requires_grad_(False)
-        self._resize_only = dataclasses.replace(policy.images, do_rescale=False,
-                                                do_normalize=False)
-
-    def forward(self, *args: Any, **kwargs: Any) -> Any:
-        """RLinf's dispatch (``forward_type``, default: :meth:`default_forward`).
-
-        nn.Module must come first among the bases (FSDP2 swaps the instance's class, which fails
-        for an ABC-first layout), so BasePolicy's ``forward`` is reached explicitly.
-        """
-        return BasePolicy.forward(self, *args, **kwargs)
+    model_type = "dexbotic_pi0"
+    _no_split_modules = Pi0Network._no_split_modules
 
     @property
-    def has_value_head(self) -> bool:
-        """Whether the policy has a critic (RLinf checks ``hasattr(model, "value_head")``)."""
-        return "value_head" in self._modules
+    def pi0(self) -> Pi0Policy:
+        """The wrapped inference policy."""
+        return self.flow
 
-    @torch.no_grad()
-    def predict_action_batch(
-        self,
-        env_obs: Mapping[str, Any],
-        mode: str | None = None,
-        compute_values: bool = True,
-        noise: torch.Tensor | None = None,
-        **kwargs: Any,
-    ) -> tuple[torch.Tensor, dict[str, Any]]:
-        """Sample one action chunk per observation (RLinf's rollout call).
-
-        Args:
-            env_obs: LIBERO observations: ``main_images``/``wrist_images`` uint8 [B, H, W, 3],
-                ``states`` [B, 8], ``task_descriptions`` (B strings).
-            mode: "train" (one scored stochastic step) or "eval" (ODE); None decides by
-                ``do_sample`` in ``kwargs`` (False -> eval), else "train".
-            compute_values: Report the critic's value (zeros without a value head).
-            noise: Initial x at t = 1, [B, chunk, 32]; drawn when None.
-            **kwargs: RLinf's sampling params; only ``do_sample`` is read.
-
-        Returns:
-            Actions float32 [B, num_action_chunks, action_dim] (CPU) and a dict with
-            ``prev_logprobs`` float32 [B, num_action_chunks, action_dim] (zeros for eval),
-            ``prev_values`` float32 [B, 1] and ``forward_inputs``.
-        """
-        deterministic = _is_deterministic(mode, kwargs.get("do_sample"))
-        settings = self.settings
-        inputs = self._rollout_inputs(env_obs)
-        obs = self._observation(inputs)
-        batch = obs.state.shape[0]
-        scored = None if deterministic else settings.draw_scored_steps(batch)
-        sample = sample_chain(self._denoiser(obs, grad=False),
-                              self._initial_noise(batch, deterministic, noise), settings, scored)
-        actions = actions_to_env(
-            sample.chains[:, -1].cpu(), env_obs["states"], self.pi0.norm_stats,
-            settings.norm_mode, settings.num_action_chunks, env_dim=settings.env_action_dim,
-        )
-        if compute_values and self.has_value_head:
-            values = self._value(sample.first_hidden)[:, None]
-        else:
-            values = torch.zeros(batch, 1, device=obs.state.device)
-        forward_inputs = {
-            **inputs,
-            "chains_bits": pack_chains(sample.chains),
-            "denoise_inds": settings.unscored(batch) if scored is None else scored,
-        }
-        return actions, {
-            "prev_logprobs": self._slice(sample.logprobs),
-            "prev_values": values,
-            "forward_inputs": forward_inputs,
-        }
-
-    def default_forward(
-        self,
-        forward_inputs: Mapping[str, torch.Tensor],
-        compute_logprobs: bool = True,
-        compute_entropy: bool = False,
-        compute_values: bool = True,
-        **kwargs: Any,
-    ) -> dict[str, torch.Tensor | None]:
-        """Re-score stored rollouts with gradients (RLinf's training call, via ``forward``).
-
-        Returns:
-            ``logprobs`` float32 [B, num_action_chunks, action_dim], ``values`` float32 [B],
-            ``entropy`` float32 [B, 1] (the mean Gaussian entropy of the scored terms); an entry
-            is None when not requested.
-
-        Raises:
-            DexrlError: values requested without a value head, or rows of deterministic calls.
-        """
-        del kwargs  # RLinf also passes use_cache
-        if compute_values and not self.has_value_head:
-            raise DexrlError(
-                "values requested but the policy has no value head",
-                hint="set actor.model.add_value_head: true (GAE needs a critic)",
-                where="actor.model.add_value_head",
-            )
-        obs = self._observation(forward_inputs)
-        settings = self.settings
-        scores = score_chain(
-            self._denoiser(obs, grad=not settings.train_expert_only),
-            unpack_chains(forward_inputs["chains_bits"]).to(obs.state.device),
-            forward_inputs["denoise_inds"].long(),
-            settings,
-            first_hidden=compute_values,
-            first_hidden_grad=not settings.detach_critic_input,
-        )
-        entropy = self._slice(scores.entropy).mean(dim=(1, 2))[:, None]
-        return {
-            "logprobs": self._slice(scores.logprobs) if compute_logprobs else None,
-            "values": self._value(scores.first_hidden) if compute_values else None,
-            "entropy": entropy if compute_entropy else None,
-        }
-
-    def gradient_checkpointing_enable(self, **kwargs: Any) -> None:
-        """Not supported; RLinf calls this only when ``fsdp_config.gradient_checkpointing``."""
-        raise DexrlError(
-            "gradient checkpointing is not implemented for dexbotic_pi0",
-            hint="set actor.fsdp_config.gradient_checkpointing: false (with train_expert_only "
-            "the prefix keeps no activations)",
-            where="actor.fsdp_config.gradient_checkpointing",
-        )
-
-    def _rollout_inputs(self, env_obs: Mapping[str, Any]) -> dict[str, torch.Tensor]:
-        """The model's inputs as compact tensors (what ``forward_inputs`` keeps)."""
-        check_env_obs(env_obs)
-        # Resize only (uint8 stays exact); the float conversion happens in _observation.
-        views = [self._resize_only(as_frames(env_obs[key])) for key in VIEW_KEYS]
-        images = torch.stack([v.to(torch.uint8).permute(0, 2, 3, 1) for v in views], dim=1)
-        tokens, token_mask = self.pi0.tokenizer(list(env_obs["task_descriptions"]))
-        state = state_to_model(env_obs["states"], self.pi0.norm_stats, self.settings.norm_mode)
-        return {"images": images.contiguous(), "tokens": tokens, "token_mask": token_mask,
-                "state": state}
-
-    def _observation(self, inputs: Mapping[str, torch.Tensor]) -> Pi0Observation:
-        """Network inputs from :meth:`_rollout_inputs` tensors (used by rollout and training)."""
-        images = inputs["images"]
-        batch, views = images.shape[:2]
-        pixels = self.pi0.images(images.flatten(0, 1)).unflatten(0, (batch, views))
-        pad = torch.zeros_like(pixels[:, :1]).expand(-1, NUM_VIEWS - views, -1, -1, -1)
-        masks = torch.arange(NUM_VIEWS).lt(views).expand(batch, NUM_VIEWS)
-        return Pi0Observation(
-            torch.cat([pixels, pad], dim=1), masks, inputs["tokens"].long(),
-            inputs["token_mask"].bool(), inputs["state"].to(torch.float32),
-        ).to(self.pi0.device)
-
-    def _denoiser(self, obs: Pi0Observation, *, grad: bool) -> Denoiser:
-        """Encode the prefix once (with a graph only if ``grad``); returns the per-step call."""
-        network = self.pi0.network
-        with torch.set_grad_enabled(grad and torch.is_grad_enabled()):
-            cache = network.encode_prefix(obs)
-        return lambda x_t, t: network.denoise_step(cache, obs.state, x_t, t)
-
-    def _initial_noise(
-        self, batch: int, deterministic: bool, noise: torch.Tensor | None
-    ) -> torch.Tensor:
-        config = self.pi0.network.config
-        shape = (batch, config.chunk_size, config.action_dim)
-        device = self.pi0.device
-        if noise is not None:
-            if tuple(noise.shape) != shape:
-                raise DexrlError(f"noise has shape {list(noise.shape)}, expected {list(shape)}",
-                                 hint="pass noise of shape [batch, chunk_size, action_dim]")
-            return noise.to(device=device, dtype=torch.float32)
-        if deterministic:
-            generator = torch.Generator().manual_seed(EVAL_NOISE_SEED)
-            return torch.randn((1, *shape[1:]), generator=generator).expand(shape).to(device)
-        return torch.randn(shape, device=device)
-
-    def _value(self, hidden: torch.Tensor) -> torch.Tensor:
-        """Value float32 [B] from the mean over the action tokens' final-normed states."""
-        features = hidden.mean(dim=1)
-        if self.settings.detach_critic_input:
-            features = features.detach()
-        return self.value_head(features.to(self.value_head.weight.dtype))[:, 0].float()
-
-    def _slice(self, per_element: torch.Tensor) -> torch.Tensor:
-        """[B, chunk, 32] -> the executed part [B, num_action_chunks, action_dim]."""
-        return per_element[:, : self.settings.num_action_chunks, : self.settings.env_action_dim]
-
-
-def _is_deterministic(mode: str | None, do_sample: Any) -> bool:
-    if mode is None:
-        return do_sample is False
-    if mode not in ("train", "eval"):
-        raise DexrlError(f"unknown mode {mode!r}", hint="use 'train' or 'eval'",
-                         where="predict_action_batch")
-    return mode == "eval"
+    @classmethod
+    def load_flow_policy(
+        cls,
+        model_path: str,
+        dtype: torch.dtype | None,
+        norm_mode: NormMode,
+        model_max_length: int | None,
+    ) -> Pi0Policy:
+        """Load a π0 checkpoint on the CPU (a set prompt length replaces the checkpoint's)."""
+        policy = Pi0Policy.from_checkpoint(model_path, dtype=dtype, norm_mode=norm_mode)
+        if model_max_length is not None:
+            policy.tokenizer = Pi0PromptTokenizer.from_checkpoint(model_path, model_max_length)
+        return policy
 
 
 def build(cfg: Mapping[str, Any], torch_dtype: torch.dtype | None = None) -> Pi0RLPolicy:
-    """RLinf builder for ``dexbotic_pi0`` (``rlinf.models.get_model`` passes ``torch_dtype`` from
-    ``precision``; None keeps the checkpoint's dtype). Loads on the CPU; RLinf moves the model.
+    """RLinf builder for ``dexbotic_pi0`` (see :meth:`FlowRLPolicy.from_model_cfg`).
 
     Raises:
-        DexrlError: ``model_path`` unset or not a π0 checkpoint, or an invalid RL setting.
+        DexrlError: ``model_path`` unset or not a π0 checkpoint, or an invalid setting.
     """
-    settings = RLSettings.from_model_cfg(cfg)
-    model_path = cfg.get("model_path")
-    if not model_path:
-        raise DexrlError("model_path is not set", hint="set actor.model.model_path to a Dexbotic "
-                         "π0 checkpoint directory", where="actor.model.model_path")
-    policy = load_policy(str(model_path), device="cpu", dtype=torch_dtype)
-    if not isinstance(policy, Pi0Policy):
-        raise DexrlError("the checkpoint is not a π0 checkpoint", hint="use model_type "
-                         "dexbotic_pi0 with a π0 checkpoint", where=str(model_path))
-    return Pi0RLPolicy(policy, settings)
+    return Pi0RLPolicy.from_model_cfg(cfg, torch_dtype)
 
 
 __all__ = ["EVAL_NOISE_SEED", "Pi0RLPolicy", "build"]

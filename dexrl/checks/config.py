@@ -18,6 +18,11 @@ from dexrl.checks import Finding
 from dexrl.checks.checkpoint import check_checkpoint_dir
 
 KNOWN_LOGGERS = ("tensorboard", "wandb", "swanlab")
+# dexrl.models.transforms.NORM_MODES, repeated because that module imports torch.
+NORM_MODES = ("mean_std", "quantile")
+# Actions DM0 executes per chunk according to RLinf's Dexbotic docs and its model/dexbotic_dm0.yaml
+# (the model's trajectory length); RLinf's DM0 PPO configs, and dexrl's, set 5.
+DM0_DOCUMENTED_CHUNKS = 10
 COMPONENTS = ("actor", "rollout", "env")
 _RANGE = re.compile(r"^\s*(\d+)\s*(?:-\s*(\d+)\s*)?$")
 
@@ -245,6 +250,47 @@ def check_model(cfg: DictConfig, facts: Facts) -> list[Finding]:
     return findings
 
 
+def check_dexbotic(cfg: DictConfig) -> list[Finding]:
+    """dexrl's ``actor.model.dexbotic`` keys, and what is known about DM0's settings."""
+    findings: list[Finding] = []
+    model_type = _get(cfg, "actor.model.model_type")
+    mode = _get(cfg, "actor.model.dexbotic.norm_mode", "mean_std")
+    if mode not in NORM_MODES:
+        findings.append(Finding("error", "actor.model.dexbotic.norm_mode",
+                                f"unknown norm mode {mode!r}",
+                                f"use one of {', '.join(NORM_MODES)} (LIBERO checkpoints: "
+                                "mean_std)"))
+    length = _get(cfg, "actor.model.dexbotic.model_max_length")
+    if length is not None and (isinstance(length, bool) or not isinstance(length, int)
+                               or length < 1):
+        findings.append(Finding("error", "actor.model.dexbotic.model_max_length",
+                                f"must be a positive integer or null, got {length!r}",
+                                "use the prompt length the model was trained with (DM0: 200), "
+                                "or null for the checkpoint's"))
+    if model_type != "dexbotic_dm0":
+        return findings
+    chunks = _get(cfg, "actor.model.num_action_chunks")
+    if chunks != DM0_DOCUMENTED_CHUNKS:
+        findings.append(Finding(
+            "warning", "actor.model.num_action_chunks",
+            f"{chunks} differs from DM0's documented {DM0_DOCUMENTED_CHUNKS}: RLinf's Dexbotic "
+            f"docs and model/dexbotic_dm0.yaml say DM0 uses {DM0_DOCUMENTED_CHUNKS}, while "
+            "RLinf's libero_spatial_ppo_dexbotic_dm0.yaml ships 5 (dexrl's default follows it)",
+            f"keep it to reproduce RLinf's DM0 PPO recipe, or set "
+            f"actor.model.num_action_chunks={DM0_DOCUMENTED_CHUNKS} to act as DM0 is evaluated "
+            "(env max steps must stay divisible by it)"))
+    precision = str(_get(cfg, "actor.model.precision"))
+    if precision in ("bf16", "bfloat16") and not _get(
+            cfg, "actor.model.dexbotic.train_expert_only", True):
+        findings.append(Finding(
+            "error", "actor.model.dexbotic.train_expert_only",
+            "full DM0 fine-tuning in bf16 cannot be sharded by FSDP: DM0 keeps its vision stem "
+            "and position embedding in fp32 next to bf16 weights of the same module",
+            "keep actor.model.dexbotic.train_expert_only=true, or set actor.model.precision=fp32 "
+            "(with actor.fsdp_config.mixed_precision.param_dtype=bf16 for bf16 compute)"))
+    return findings
+
+
 def run_config_checks(cfg: DictConfig, facts: Facts) -> list[Finding]:
     """Every config check, in a stable order; collects all problems."""
     sizes, findings = placement_world_sizes(cfg, facts)
@@ -253,4 +299,5 @@ def run_config_checks(cfg: DictConfig, facts: Facts) -> list[Finding]:
     findings += check_algorithm(cfg)
     findings += check_runner(cfg)
     findings += check_model(cfg, facts)
+    findings += check_dexbotic(cfg)
     return findings

@@ -5,7 +5,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 import typer
-from omegaconf import DictConfig
+from omegaconf import DictConfig, OmegaConf
 from rich.console import Console
 
 from dexrl.checks import Finding
@@ -50,8 +50,6 @@ def compose_and_check(
 
 def suite_of(cfg: DictConfig, suite: str | None) -> str | None:
     """The LIBERO suite a config trains on (from the flag, else from the env group)."""
-    from omegaconf import OmegaConf
-
     return suite if suite and suite.startswith("libero_") else OmegaConf.select(
         cfg, "env.train.task_suite_name", default=suite)
 
@@ -67,6 +65,10 @@ def report(result: Validated, console: Console, strict: bool) -> int:
         tag = "[bold red]error (strict)[/]" if strict else "[yellow]warning[/]"
         console.print(f"{tag}: {f.where}: {f.message}\n  [dim]hint:[/] {f.hint}",
                       highlight=False)
+    mode = OmegaConf.select(result.cfg, "actor.model.dexbotic.norm_mode", default=None,
+                            throw_on_resolution_failure=False)
+    console.print(f"norm mode: {mode or 'mean_std (unset, the default)'} "
+                  "(actor.model.dexbotic.norm_mode)", highlight=False)
     failed = bool(errs) or (strict and bool(warns))
     summary = f"({len(errs)} error(s), {len(warns)} warning(s))"
     if failed:

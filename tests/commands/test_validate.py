@@ -12,6 +12,8 @@ from dexrl.config import shipped_matrix
 
 runner = CliRunner()
 BASE = ["validate", "--suite", "libero_spatial", "--model", "pi0"]
+DM0 = ["validate", "--suite", "libero_goal", "--model", "dm0"]
+CHUNK_WARNING = "warning: actor.model.num_action_chunks: 5 differs from DM0's documented 10"
 
 
 def run(*args: str):
@@ -91,6 +93,8 @@ def test_bad_names_and_overrides(args: list[str], message: str) -> None:
          "differs from actor.model.num_steps=4"),
         (["actor.model.dexbotic.action_chunk=10"], "actor.model.dexbotic.action_chunk",
          "differs from actor.model.num_action_chunks=5"),
+        (["actor.model.dexbotic.norm_mode=zscore"], "actor.model.dexbotic.norm_mode",
+         "unknown norm mode 'zscore'"),
     ],
 )
 def test_each_check_fails_with_its_message(overrides: list[str], where: str, message: str) -> None:
@@ -150,3 +154,52 @@ def test_validate_writes_nothing(tmp_path, monkeypatch) -> None:
     run(*BASE, "--print")
     run(*BASE, "foo")
     assert list(tmp_path.iterdir()) == []
+
+
+def test_norm_mode_is_shown() -> None:
+    assert "norm mode: mean_std (actor.model.dexbotic.norm_mode)" in run(*BASE).stderr
+    result = run(*DM0, "actor.model.dexbotic.norm_mode=quantile")
+    assert result.exit_code == 0, result.output
+    assert "norm mode: quantile (actor.model.dexbotic.norm_mode)" in result.stderr
+    unset = run(*BASE, "~actor.model.dexbotic.norm_mode")
+    assert "norm mode: mean_std (unset, the default)" in unset.stderr
+
+
+def test_dm0_chunk_size_warning_names_both_sources() -> None:
+    result = run(*DM0)
+    assert result.exit_code == 0, result.output
+    assert CHUNK_WARNING in result.stderr
+    assert "RLinf's Dexbotic docs and model/dexbotic_dm0.yaml say DM0 uses 10" in result.stderr
+    assert "libero_spatial_ppo_dexbotic_dm0.yaml ships 5" in result.stderr
+    assert run(*DM0, "--strict").exit_code == 2
+    documented = run(*DM0, "actor.model.num_action_chunks=10")
+    assert "actor.model.num_action_chunks" not in documented.stderr, documented.stderr
+    assert "DM0's documented" not in run(*BASE).stderr  # π0 has no documented chunk size
+
+
+@pytest.mark.parametrize(
+    ("overrides", "where", "message"),
+    [
+        (["actor.model.dexbotic.model_max_length=0"], "actor.model.dexbotic.model_max_length",
+         "must be a positive integer or null, got 0"),
+        (["actor.model.dexbotic.train_expert_only=false"],
+         "actor.model.dexbotic.train_expert_only", "full DM0 fine-tuning in bf16"),
+    ],
+)
+def test_dm0_settings_are_checked(overrides: list[str], where: str, message: str) -> None:
+    result = run(*DM0, *overrides)
+    assert result.exit_code == 2, result.output
+    assert f"error: {where}: {message}" in result.stderr
+
+
+def test_full_dm0_fine_tuning_in_fp32_is_accepted() -> None:
+    result = run(*DM0, "actor.model.dexbotic.train_expert_only=false",
+                 "actor.model.precision=fp32")
+    assert result.exit_code == 0, result.output
+
+
+def test_norm_modes_match_the_models() -> None:
+    from dexrl.checks.config import NORM_MODES
+    from dexrl.models.transforms import NORM_MODES as MODEL_NORM_MODES
+
+    assert NORM_MODES == MODEL_NORM_MODES

@@ -1,0 +1,369 @@
+"""Run RLinf's embodied PPO pipeline from a composed dexrl config: the API ``train``/``resume`` use.
+
+Typical use (one launch per process: RLinf's ``Cluster`` is a process-wide singleton)::
+
+    cfg = compose_and_check(...).cfg                   # with "+smoke=cpu" for --smoke
+    prepare(cfg, smoke=smoke)                          # worker env vars, driver registration
+    code = launch(cfg, run_dir, on_progress=show)      # 0 done, 130 interrupted; DexrlError else
+
+    # resume
+    cfg = load_run_config(run_dir)                     # + overrides, e.g. runner.max_steps=...
+    prepare(cfg, smoke=smoke)
+    launch(cfg, run_dir, resume_from=latest_checkpoint(run_dir))
+
+Run folder: ``config.yaml`` (the composed config), ``logs/driver.log`` (everything the driver and
+its workers print, unless verbose), ``tensorboard/``, ``metrics.log`` (RLinf's step tables) and
+``checkpoints/global_step_N/`` with ``actor/`` and, once complete, :data:`MARKER`.
+"""
+
+from __future__ import annotations
+
+import importlib
+import os
+import subprocess
+import sys
+import time
+from collections.abc import Callable, Mapping
+from pathlib import Path
+from typing import Any
+
+from omegaconf import DictConfig, OmegaConf, open_dict
+
+from dexrl.bridge.registry import EXT_MODULE
+from dexrl.bridge.supervise import FailureSignal, Output, Progress, Supervisor
+from dexrl.errors import DexrlError
+from dexrl.runs import (
+    MARKER,
+    checkpoint_step,
+    checkpoints_dir,
+    is_complete,
+    latest_checkpoint,
+    load_run_config,
+    planned_steps,
+)
+
+__all__ = [
+    "BANNER", "MARKER", "Progress", "prepare", "launch", "worker_env", "gl_backend",
+    "checkpoints_dir", "latest_checkpoint", "is_complete", "load_run_config", "wait_for_nodes",
+]
+
+BANNER = "[Dexbotic RL] Launching from Dexbotic entrypoint with RLinf as backend."
+INTERRUPTED = 130
+
+
+# Environment --------------------------------------------------------------------------------
+
+def gl_backend(probe: bool) -> str:
+    """The headless OpenGL backend for MuJoCo: ``$MUJOCO_GL`` if set, else EGL.
+
+    With ``probe``, EGL is tried in a subprocess first and OSMesa is the fallback.
+    """
+    chosen = os.environ.get("MUJOCO_GL")
+    if chosen or not probe:
+        return chosen or "egl"
+    for backend in ("egl", "osmesa"):
+        if _gl_works(backend):
+            return backend
+    raise DexrlError(
+        "no headless OpenGL for LIBERO's renderer: EGL and OSMesa both failed",
+        "install Mesa's EGL (apt-get install libegl1) or OSMesa (libosmesa6), "
+        "or set MUJOCO_GL to a backend that works",
+    )
+
+
+def _gl_works(backend: str) -> bool:
+    code = "import mujoco; c = mujoco.GLContext(8, 8); c.make_current(); c.free()"
+    env = {**os.environ, "MUJOCO_GL": backend, "PYOPENGL_PLATFORM": backend}
+    try:
+        done = subprocess.run([sys.executable, "-c", code], env=env, capture_output=True,
+                              timeout=120)
+    except subprocess.TimeoutExpired:
+        return False
+    return done.returncode == 0
+
+
+WORKER_ENV_KEYS = ("RLINF_EXT_MODULE", "MUJOCO_GL", "PYOPENGL_PLATFORM", "LIBERO_CONFIG_PATH",
+                   "TOKENIZERS_PARALLELISM")
+
+
+def worker_env(*, smoke: bool, ext_module: str = EXT_MODULE) -> dict[str, str]:
+    """Environment variables every RLinf worker needs (values already set by the user win)."""
+    from dexrl.libero_assets import libero_config_dir
+
+    gl = gl_backend(probe=smoke)
+    defaults = (ext_module, gl, gl, str(libero_config_dir()), "false")
+    env = {k: os.environ.get(k) or v for k, v in zip(WORKER_ENV_KEYS, defaults, strict=True)}
+    env["RLINF_EXT_MODULE"] = ext_module  # the caller's choice, never a stale value
+    return env
+
+
+def prepare(cfg: DictConfig, *, smoke: bool, ext_module: str = EXT_MODULE) -> dict[str, str]:
+    """Get this process ready to launch: worker environment and driver-side registration.
+
+    RLinf copies the driver's environment to its workers, so the variables set here reach them.
+    RLinf loads ``ext_module`` only in workers; its ``validate_cfg`` checks ``model_type`` in
+    the driver, hence the ``register()`` call here.
+
+    Args:
+        cfg: The composed config (read only: model type for the error message).
+        smoke: Probe the OpenGL backend instead of assuming EGL.
+        ext_module: RLinf extension module to register (tests pass their own).
+
+    Returns:
+        The variables set.
+    """
+    from dexrl.libero_assets import use_libero_config_dir
+
+    use_libero_config_dir()  # before anything imports libero: that import writes its config
+    env = worker_env(smoke=smoke, ext_module=ext_module)
+    os.environ.update(env)
+    try:
+        importlib.import_module(ext_module).register()
+    except Exception as exc:
+        raise DexrlError(f"cannot register dexrl's policies: {type(exc).__name__}: {exc}",
+                         "run `dexrl doctor`; reinstall dexrl if it reports a broken install",
+                         where=f"extension module {ext_module}") from None
+    model_type = OmegaConf.select(cfg, "actor.model.model_type")
+    from dexrl.bridge.registry import registered_model_types
+
+    if model_type and not registered_model_types([model_type]):
+        raise DexrlError(f"model type '{model_type}' is not registered with RLinf",
+                         "use a shipped config (`dexrl configs`)", where="actor.model.model_type")
+    return env
+
+
+def _configure_run(cfg: DictConfig, run_dir: Path, resume_from: Path | None) -> None:
+    with open_dict(cfg):
+        # RLinf writes checkpoints to <log_path>/<experiment_name>/checkpoints: an empty
+        # experiment name puts them in the run folder, beside tensorboard/ and metrics.log.
+        cfg.runner.logger.log_path = str(run_dir)
+        cfg.runner.logger.experiment_name = ""
+        cfg.runner.resume_dir = str(resume_from) if resume_from is not None else None
+    OmegaConf.save(cfg, run_dir / "config.yaml")  # what resume starts from next time
+
+
+def _start_step(resume_from: Path | None, total: int) -> int:
+    if resume_from is None:
+        return 0
+    step = checkpoint_step(resume_from)
+    if step is None or not is_complete(resume_from):
+        raise DexrlError("not a complete checkpoint", "pass a complete .../global_step_N folder",
+                         where=str(resume_from))
+    if step >= total:
+        raise DexrlError(f"the run already reached step {step} of {total}",
+                         f"raise runner.max_steps (and runner.max_epochs) above {step}")
+    return step
+
+
+# Ray ----------------------------------------------------------------------------------------
+
+def wait_for_nodes(num_nodes: int, timeout_s: float, count_alive: Callable[[], int],
+                   *, poll_s: float = 2.0) -> None:
+    """Wait until ``count_alive()`` reaches ``num_nodes`` (RLinf itself waits forever)."""
+    deadline = time.monotonic() + timeout_s
+    while (alive := count_alive()) < num_nodes:
+        if time.monotonic() >= deadline:
+            missing = num_nodes - alive
+            raise DexrlError(
+                f"only {alive} of {num_nodes} Ray nodes joined within {timeout_s:.0f} s "
+                f"({missing} missing)",
+                "start Ray on the missing nodes (`ray start --address=<head>:6379`) or lower "
+                "cluster.num_nodes",
+                where="cluster.num_nodes",
+            )
+        time.sleep(poll_s)
+
+
+def _ray_address(ray_address: str | None) -> str | None:
+    address = ray_address or os.environ.get("RAY_ADDRESS")
+    return address if address and address != "local" else None
+
+
+def _count_alive_nodes(address: str) -> Callable[[], int]:
+    import ray
+
+    def count() -> int:
+        return sum(1 for n in ray.nodes() if n["Alive"])
+
+    ray.init(address=address, logging_level="ERROR", log_to_driver=False)
+    return count
+
+
+def _check_nodes(cfg: DictConfig, address: str | None, node_wait_s: float) -> None:
+    num_nodes = int(cfg.cluster.num_nodes)
+    if address is None:
+        if num_nodes > 1:
+            raise DexrlError(
+                f"cluster.num_nodes={num_nodes}, but without a Ray address dexrl starts a private "
+                f"single-node Ray instance ({num_nodes - 1} node(s) missing)",
+                "start Ray on every node and pass --ray-address <head>:6379 (or set RAY_ADDRESS)",
+                where="cluster.num_nodes",
+            )
+        return
+    import ray
+
+    try:
+        wait_for_nodes(num_nodes, node_wait_s, _count_alive_nodes(address))
+    except ConnectionError as exc:
+        raise DexrlError(f"cannot reach the Ray cluster at {address}: {exc}",
+                         "check the address and that `ray start --head` runs there; Ray 2.60 "
+                         "heads use token authentication by default: export RAY_AUTH_MODE=token "
+                         "(or start the head with RAY_AUTH_MODE=disabled)") from None
+    finally:
+        ray.shutdown()  # only disconnects: RLinf's Cluster must make the first connection
+
+
+def _create_cluster(cfg: DictConfig, address: str | None) -> Any:
+    """RLinf's Cluster on the chosen Ray: attached when asked, else a private local instance."""
+    from rlinf.scheduler import Cluster
+
+    if Cluster.has_initialized():
+        raise RuntimeError("launch() runs once per process: RLinf's Cluster already exists")
+    previous = os.environ.get("RAY_ADDRESS")
+    # RLinf calls ray.init(address="auto"), which joins any Ray on this machine; "local" makes
+    # it start a fresh instance owned by this process instead.
+    os.environ["RAY_ADDRESS"] = address or "local"
+    try:
+        log_dir = None
+        if cfg.runner.get("per_worker_log", False):
+            log_dir = os.path.join(cfg.runner.logger.log_path, "worker_logs")
+        return Cluster(cluster_cfg=cfg.cluster, distributed_log_dir=log_dir)
+    finally:
+        if previous is None:
+            os.environ.pop("RAY_ADDRESS", None)
+        else:
+            os.environ["RAY_ADDRESS"] = previous
+
+
+def _stop_ray() -> None:
+    """Kill this run's actors (attached clusters outlive the driver), then disconnect."""
+    import ray
+
+    if not ray.is_initialized():
+        return
+    try:
+        for name in ray.util.list_named_actors():
+            try:
+                ray.kill(ray.get_actor(name), no_restart=True)
+            except Exception:  # already gone
+                continue
+    finally:
+        ray.shutdown()
+
+
+# Launch -------------------------------------------------------------------------------------
+
+def _validate(cfg: DictConfig) -> DictConfig:
+    from rlinf.config import validate_cfg
+
+    try:
+        return validate_cfg(cfg)
+    except (AssertionError, NotImplementedError, ValueError) as exc:
+        raise DexrlError(f"RLinf rejected the config: {' '.join(str(exc).split())}",
+                         "fix the key it names; `dexrl validate ... --print` shows the config",
+                         ) from None
+
+
+def _check_workers_register(cfg: DictConfig, ext_module: str, env: Mapping[str, str]) -> None:
+    from dexrl.bridge.roundtrip import check_registration, first_failure
+
+    types = sorted({str(cfg.actor.model.model_type)})
+    failure = first_failure(check_registration(types, ext_module, env=env))
+    if failure is not None:
+        failure.raise_for_failure()
+
+
+def _pipeline(cfg: DictConfig, cluster: Any, listener: Supervisor) -> Callable[[], None]:
+    def run() -> None:
+        from rlinf.utils.placement import HybridComponentPlacement
+
+        from dexrl.bridge.workers import DexrlActor, DexrlEnv, DexrlRollout, DexrlRunner
+
+        placement = HybridComponentPlacement(cfg, cluster)
+        groups = {}
+        for role, cls, group_cfg in (("actor", DexrlActor, cfg.actor),
+                                     ("rollout", DexrlRollout, cfg.rollout),
+                                     ("env", DexrlEnv, cfg.env)):
+            groups[role] = cls.create_group(cfg).launch(
+                cluster, name=group_cfg.group_name,
+                placement_strategy=placement.get_strategy(role))
+        runner = DexrlRunner(cfg=cfg, listener=listener, **groups)
+        runner.init_workers()
+        runner.run()
+
+    return run
+
+
+def launch(
+    cfg: DictConfig,
+    run_dir: Path,
+    *,
+    resume_from: Path | None = None,
+    ray_address: str | None = None,
+    verbose: bool = False,
+    node_wait_s: float = 300.0,
+    stall_timeout_s: float = 1800.0,
+    on_progress: Callable[[Progress], None] | None = None,
+) -> int:
+    """Train with RLinf until ``runner.max_steps``; call :func:`prepare` first.
+
+    Args:
+        cfg: The composed config; launch points ``runner.logger`` at ``run_dir`` and sets
+            ``runner.resume_dir``.
+        run_dir: The run folder (created; RLinf's log path).
+        resume_from: A complete ``.../global_step_N`` checkpoint to continue from (step N+1).
+        ray_address: Attach to this Ray cluster (else ``$RAY_ADDRESS``); without either, a
+            private local Ray instance is started and stopped with the run.
+        verbose: Let RLinf's and the workers' output reach the terminal instead of the log.
+        node_wait_s: How long to wait for ``cluster.num_nodes`` Ray nodes.
+        stall_timeout_s: Give up when no step (or start-up) finishes within this time.
+        on_progress: Called in the calling thread for every :class:`Progress` event; its
+            prints reach the terminal.
+
+    Returns:
+        0 when the run finished, 130 when interrupted with Ctrl-C (the run stays resumable).
+
+    Raises:
+        DexrlError: missing nodes, unregistered policies in workers, a config RLinf rejects,
+            a failed worker, a stall. Ray is stopped before it propagates.
+    """
+    if "RLINF_EXT_MODULE" not in os.environ:
+        raise RuntimeError("call dexrl.bridge.launch.prepare() before launch()")
+    run_dir = Path(run_dir).resolve()
+    run_dir.mkdir(parents=True, exist_ok=True)
+    total = planned_steps(cfg)
+    start_step = _start_step(resume_from, total)
+    _configure_run(cfg, run_dir, resume_from)
+    address = _ray_address(ray_address)
+    log_path = run_dir / "logs" / "driver.log"
+    env = {k: os.environ[k] for k in WORKER_ENV_KEYS if k in os.environ}
+    output = Output(log_path, verbose)
+    failure = FailureSignal()
+    log_hint = "the terminal output above" if verbose else str(log_path)
+    t0 = time.monotonic()
+
+    def phase(name: str) -> None:  # start-up timings, for the log
+        print(f"dexrl: {name} after {time.monotonic() - t0:.1f} s", file=sys.stderr, flush=True)
+
+    with output:
+        output.say(BANNER)
+        try:
+            _check_nodes(cfg, address, node_wait_s)
+            cluster = _create_cluster(cfg, address)
+            phase("Ray and RLinf's cluster up")
+            failure.install()
+            _check_workers_register(cfg, os.environ["RLINF_EXT_MODULE"], env)
+            phase("extension module checked in the workers")
+            cfg = _validate(cfg)
+            phase("config validated by RLinf")
+            supervisor = Supervisor(start_step=start_step, total=total,
+                                    stall_timeout_s=stall_timeout_s, failure=failure,
+                                    on_progress=on_progress, output=output, log_hint=log_hint)
+            supervisor.run(_pipeline(cfg, cluster, supervisor))
+        except KeyboardInterrupt:
+            output.say(f"Interrupted; stopping workers. Checkpoints so far are in "
+                       f"{checkpoints_dir(run_dir)}.")
+            return INTERRUPTED
+        finally:
+            _stop_ray()
+    return 0

@@ -1,0 +1,83 @@
+"""The worker and runner classes dexrl launches: RLinf's own, behind thin subclasses.
+
+The worker subclasses add no behaviour. They exist so that every Ray worker process imports this
+module (Ray imports a class's module to unpickle it) before RLinf's ``Worker.__new__`` reads the
+torch platform, which is the moment :func:`dexrl.bridge.cpu_platform.install` has to precede on a
+node without an accelerator. On a node with one, the import changes nothing.
+
+:class:`DexrlRunner` is RLinf's ``EmbodiedRunner`` with three hooks reported to a
+:class:`RunListener`: workers ready, each global step's metrics (the dict RLinf prints as its
+table), and each checkpoint once RLinf's save has returned. The training loop stays RLinf's.
+"""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+from typing import Any, Protocol
+
+from dexrl.bridge import cpu_platform
+
+cpu_platform.install()
+
+from rlinf.runners.embodied_runner import EmbodiedRunner  # noqa: E402
+from rlinf.workers.actor.fsdp_actor_worker import EmbodiedFSDPActor  # noqa: E402
+from rlinf.workers.env.env_worker import EnvWorker  # noqa: E402
+from rlinf.workers.rollout.hf.huggingface_worker import MultiStepRolloutWorker  # noqa: E402
+
+
+class DexrlActor(EmbodiedFSDPActor):
+    """RLinf's FSDP actor, launched from a module that prepares the worker process."""
+
+
+class DexrlRollout(MultiStepRolloutWorker):
+    """RLinf's Hugging Face multi-step rollout worker, launched the same way."""
+
+
+class DexrlEnv(EnvWorker):
+    """RLinf's environment worker, launched the same way."""
+
+
+class RunListener(Protocol):
+    """What :class:`DexrlRunner` reports, from the thread that runs RLinf's loop."""
+
+    def workers_ready(self) -> None:
+        """All worker groups finished ``init_worker`` (and loaded the resume checkpoint)."""
+
+    def step_done(self, step: int, total: int, metrics: dict[str, Any]) -> None:
+        """Global step ``step`` (1-based) of ``total`` finished with RLinf's logged metrics."""
+
+    def checkpoint_saved(self, step: int, path: Path) -> None:
+        """RLinf finished writing the checkpoint of global step ``step`` at ``path``."""
+
+
+def checkpoint_path(cfg: Any, step: int) -> Path:
+    """Where RLinf 0.3.0 saves global step ``step`` (under ``<log_path>/<experiment_name>``)."""
+    logger = cfg.runner.logger
+    return Path(os.path.join(logger.log_path, logger.experiment_name,
+                             "checkpoints", f"global_step_{step}"))
+
+
+class DexrlRunner(EmbodiedRunner):
+    """RLinf's embodied runner reporting progress to a :class:`RunListener`."""
+
+    def __init__(self, *args: Any, listener: RunListener, **kwargs: Any) -> None:
+        self._listener = listener
+        super().__init__(*args, **kwargs)
+
+    def init_workers(self) -> None:
+        """Start every worker group, then report."""
+        super().init_workers()
+        self._listener.workers_ready()
+
+    def print_metrics_table_async(self, step: int, total_steps: int, start_time: float,
+                                  metrics: dict, start_step: int = 0) -> None:
+        """RLinf's end-of-step hook: keep its table, and report the same metrics."""
+        super().print_metrics_table_async(step, total_steps, start_time, metrics, start_step)
+        self._listener.step_done(step + 1, total_steps, dict(metrics))
+
+    def _save_checkpoint(self) -> None:
+        super()._save_checkpoint()
+        # RLinf's save waits for every actor rank, so the checkpoint is complete here.
+        step = self.global_step
+        self._listener.checkpoint_saved(step, checkpoint_path(self.cfg, step))

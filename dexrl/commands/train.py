@@ -1,0 +1,195 @@
+"""``dexrl train``: compose, validate, register the models and hand the run to RLinf."""
+
+from __future__ import annotations
+
+import sys
+from pathlib import Path
+
+import typer
+from omegaconf import DictConfig
+from rich.console import Console
+
+from dexrl import runs
+from dexrl.checks import Finding, errors
+from dexrl.checks.config import Facts, run_config_checks
+from dexrl.commands.progress import ProgressPrinter
+from dexrl.commands.validate import Validated, compose_and_check, suite_of
+from dexrl.errors import DexrlError
+
+EPILOG = """\
+Examples:
+
+  dexrl train --suite libero_spatial --model pi0 --smoke
+      The real RLinf pipeline on the CPU: a tiny random π0, one LIBERO env, one PPO step and a
+      checkpoint in runs/libero_spatial_pi0_<time>/ (about 2 minutes on 2 cores).
+
+  dexrl train --suite libero_spatial --model pi0 --ckpt Dexmal/libero-db-pi0
+      Full PPO on this node's GPUs (the repo id must have been fetched by `dexrl download`).
+
+  dexrl train --suite libero_spatial --model pi0 --ckpt /data/libero-db-pi0 --dry-run
+      Prints placement, per-step work, checkpoint size and a memory estimate; starts nothing.
+
+  dexrl train --suite libero_10 --model pi0 --ray-address 10.0.0.1:6379 cluster.num_nodes=2
+      Attach to a Ray cluster started on every node with RLINF_NODE_RANK set (see README).
+"""
+
+SMOKE_CHECKPOINT = "smoke-checkpoint"
+
+
+def resolve_ckpt(ckpt: str) -> Path:
+    """A checkpoint path, or a hub repo id with a verified ``dexrl download``."""
+    path = Path(ckpt).expanduser()
+    if path.exists():
+        return path.resolve()
+    if ckpt.count("/") == 1 and not ckpt.startswith((".", "/", "~")):
+        from dexrl.hub import checkpoint_dir, read_manifest
+
+        local = checkpoint_dir(ckpt)
+        manifest = read_manifest(local) if local.is_dir() else None
+        if manifest is not None and manifest.verified:
+            return local
+        raise DexrlError(f"checkpoint '{ckpt}' has no verified download in {local}",
+                         f"run `dexrl download {ckpt}` first, or pass a local path",
+                         where="--ckpt")
+    raise DexrlError(f"checkpoint path does not exist: {ckpt}",
+                     "pass a checkpoint directory or a repo id fetched by `dexrl download`",
+                     where="--ckpt")
+
+
+def ckpt_overrides(path: Path) -> list[str]:
+    """Point both model paths at one checkpoint (the rollout follows the actor)."""
+    return [f"actor.model.model_path={path}"]
+
+
+def refuse_on_errors(name: str, findings: list[Finding]) -> None:
+    """Stop before anything starts when the config has errors."""
+    found = errors(findings)
+    if found:
+        raise DexrlError(f"config {name} has {len(found)} error(s); nothing was started",
+                         "fix them (`dexrl validate` with the same arguments lists them too)",
+                         details=[f.render() for f in found])
+
+
+def check_ray_address(ray_address: str | None) -> None:
+    """Fail fast, before anything is written, on a Ray address that does not answer."""
+    if ray_address and ray_address != "local":
+        from dexrl.doctor.cluster import check_address
+
+        check_address(ray_address)
+
+
+def gpu_count() -> int:
+    """Visible CUDA devices on this node."""
+    import torch
+
+    return torch.cuda.device_count() if torch.cuda.is_available() else 0
+
+
+def write_smoke_checkpoint(run_dir: Path, model_type: str) -> Path:
+    """A tiny random checkpoint of the chosen model, in the run folder, for ``--smoke``."""
+    target = run_dir / SMOKE_CHECKPOINT
+    if model_type == "dexbotic_dm0":
+        from dexrl.testing.dm0 import write_tiny_dm0 as write
+    else:
+        from dexrl.testing.checkpoints import write_tiny_pi0 as write
+    write(target)
+    return target
+
+
+def run(cfg: DictConfig, run_dir: Path, *, smoke: bool, resume_from: Path | None,
+        ray_address: str | None, verbose: bool, stall_timeout: float) -> int:
+    """Register, launch and print progress; shared by ``train`` and ``resume``."""
+    from dexrl.bridge import launch as bridge
+
+    bridge.prepare(cfg, smoke=smoke)
+    runs.use_wandb_run_id(run_dir)
+    return bridge.launch(cfg, run_dir, resume_from=resume_from, ray_address=ray_address,
+                         verbose=verbose, stall_timeout_s=stall_timeout,
+                         on_progress=ProgressPrinter())
+
+
+def train(
+    suite: str = typer.Option(None, "--suite", "-s", help="LIBERO suite, e.g. libero_spatial."),
+    model: str = typer.Option(None, "--model", "-m", help="Policy: pi0 or dm0."),
+    config_name: str = typer.Option(None, "--config-name", "-c", help="A shipped config name."),
+    ckpt: str = typer.Option(None, "--ckpt", help="Checkpoint dir or downloaded repo id."),
+    name: str = typer.Option(None, "--name", help="Run name (default <suite>_<model>_<time>)."),
+    run_dir: Path = typer.Option(None, "--run-dir", help="Run directory (default runs/<name>)."),
+    ray_address: str = typer.Option(None, "--ray-address", envvar="RAY_ADDRESS",
+                                    help="Attach to this Ray cluster instead of a private one."),
+    dry_run: bool = typer.Option(False, "--dry-run", help="Print the plan; start nothing."),
+    smoke: bool = typer.Option(False, "--smoke",
+                               help="Tiny random model, one env, one step: runs on a CPU."),
+    verbose: bool = typer.Option(False, "--verbose", "-v", help="Show worker logs too."),
+    gpus_per_node: int = typer.Option(None, "--gpus-per-node", min=1,
+                                      help="GPUs per node (default: this node's, else 8)."),
+    stall_timeout: float = typer.Option(1800.0, "--stall-timeout", min=1,
+                                        help="Seconds without progress before giving up."),
+    overrides: list[str] = typer.Argument(None, help="Hydra overrides, key=value."),
+) -> None:
+    """Train a policy with PPO on LIBERO, RLinf as the backend."""
+    overrides = list(overrides or [])
+    if ckpt and smoke:
+        raise DexrlError("--smoke trains a tiny random model and takes no --ckpt",
+                         "drop --ckpt, or drop --smoke to train the checkpoint")
+    if ckpt:
+        overrides = ckpt_overrides(resolve_ckpt(ckpt)) + overrides
+    if smoke:
+        overrides = ["+smoke=cpu", *overrides]
+    gpus = 0 if dry_run or smoke else gpu_count()
+    per_node = gpus_per_node or (1 if smoke else gpus or 8)
+    result = compose_and_check(suite, model, config_name, overrides, per_node)
+    suite_name = suite_of(result.cfg, suite) or "libero"
+    label = model or str(result.cfg.actor.model.model_type).removeprefix("dexbotic_")
+    target = Path(run_dir) if run_dir else runs.default_run_dir(suite_name, label, name)
+    findings = [f for f in result.findings if not (smoke and _is_smoke_path_warning(f))]
+    if dry_run:
+        show_plan(result, findings, suite_name, per_node, target)
+        return
+    refuse_on_errors(result.name, findings)
+    missing = [f for f in findings if _is_smoke_path_warning(f)]
+    if missing:
+        raise DexrlError(f"{missing[0].message}; nothing was started", missing[0].hint,
+                         where=missing[0].where)
+    if not smoke and gpus == 0 and not ray_address:
+        raise DexrlError("no CUDA GPU on this machine for a GPU placement; nothing was started",
+                         "try `dexrl train ... --smoke` for a CPU run, or run `dexrl doctor`")
+    runs.check_new_run_dir(target)
+    check_ray_address(ray_address)
+    target.mkdir(parents=True, exist_ok=True)
+    cfg = result.cfg
+    if smoke:
+        path = write_smoke_checkpoint(target, str(cfg.actor.model.model_type))
+        cfg = compose_and_check(suite, model, config_name, [*overrides, *ckpt_overrides(path)],
+                                per_node).cfg
+    refuse_on_errors(result.name, errors(run_config_checks(cfg, Facts(suite_name, per_node))))
+    cfg = runs.resolved(cfg)
+    runs.write_run_files(target, cfg, sys.argv, {"smoke": smoke, "suite": suite_name})
+    raise typer.Exit(run(cfg, target, smoke=smoke, resume_from=None, ray_address=ray_address,
+                         verbose=verbose, stall_timeout=stall_timeout))
+
+
+def _is_smoke_path_warning(finding: Finding) -> bool:
+    """--smoke writes its own checkpoint, so a missing default path is expected."""
+    return finding.where == "actor.model.model_path" and finding.level == "warning"
+
+
+def show_plan(result: Validated, findings: list[Finding], suite: str, per_node: int,
+              target: Path) -> None:
+    """Print what a launch would do (``--dry-run``); nothing is started or written."""
+    from dexrl.plan import make_plan, render_plan
+
+    refuse_on_errors(result.name, findings)
+    out = Console(highlight=False, soft_wrap=True)
+    out.print(f"Plan for {result.name} ({per_node} GPU(s) per node assumed):", markup=False)
+    for line in render_plan(make_plan(result.cfg, Facts(suite, per_node)), per_node):
+        out.print(line, markup=False)
+    for f in findings:
+        out.print(f"warning: {f.render()}", markup=False)
+    command = [a for a in sys.argv if a != "--dry-run"]
+    out.print(f"Run directory: {target}\nLaunch command: {' '.join(command)}", markup=False)
+
+
+def mount(app: typer.Typer) -> None:
+    """Add the verb to the app."""
+    app.command("train", epilog=EPILOG)(train)

@@ -1,0 +1,122 @@
+"""Check 1, the Python stack: installed versions against the ranges dexrl's packaging declares.
+
+The supported ranges are read back from the installed ``dexrl`` distribution's metadata
+(``pyproject.toml`` is the one source of truth); nothing here repeats them.
+"""
+
+from __future__ import annotations
+
+import platform
+from dataclasses import dataclass
+from importlib import metadata
+
+from packaging.requirements import Requirement
+from packaging.specifiers import SpecifierSet
+from packaging.utils import canonicalize_name
+
+from dexrl.doctor import CheckResult, fail, guarded, ok, warn
+from dexrl.doctor.context import Context
+
+# What users call a package -> its distribution name.
+PACKAGES: dict[str, str] = {
+    "torch": "torch",
+    "rlinf": "rlinf",
+    "ray": "ray",
+    "transformers": "transformers",
+    "huggingface-hub": "huggingface-hub",
+    "hydra-core": "hydra-core",
+    "omegaconf": "omegaconf",
+    "mujoco": "mujoco",
+    "robosuite": "robosuite",
+    "libero": "rlinf-libero",
+    "numpy": "numpy",
+}
+# LIBERO's published success rates were measured with this MuJoCo; others render slightly
+# differently (0.3 % of pixels with 3.3.7), so results are not strictly comparable.
+LIBERO_MUJOCO = "3.3.2"
+
+
+@dataclass(frozen=True)
+class StackFacts:
+    """Installed versions (``None``: not installed) and the supported ranges.
+
+    Attributes:
+        versions: Display name -> installed version; ``python`` included.
+        ranges: Display name -> specifier string dexrl declares (absent: no range declared).
+    """
+
+    versions: dict[str, str | None]
+    ranges: dict[str, str]
+
+
+def supported_ranges(dist: str = "dexrl") -> dict[str, str]:
+    """Display name -> version specifier, from the installed distribution's metadata."""
+    by_dist = {canonicalize_name(d): name for name, d in PACKAGES.items()}
+    ranges: dict[str, str] = {}
+    python = metadata.metadata(dist).get("Requires-Python")
+    if python:
+        ranges["python"] = str(SpecifierSet(python))
+    for line in metadata.requires(dist) or []:
+        req = Requirement(line)
+        if req.marker is not None and "extra" in str(req.marker):
+            continue  # optional extras are not part of what every install needs
+        name = by_dist.get(canonicalize_name(req.name))
+        if name and str(req.specifier):
+            ranges[name] = str(req.specifier)
+    return ranges
+
+
+def probe_stack() -> StackFacts:
+    """Versions from installed metadata (no imports, so it is fast and cannot crash on import)."""
+    versions: dict[str, str | None] = {"python": platform.python_version()}
+    for name, dist in PACKAGES.items():
+        try:
+            versions[name] = metadata.version(dist)
+        except metadata.PackageNotFoundError:
+            versions[name] = None
+    return StackFacts(versions, supported_ranges())
+
+
+def check_versions(facts: StackFacts) -> CheckResult:
+    """Fail on a missing package or a version outside dexrl's declared range."""
+    problems: list[str] = []
+    for name, spec in facts.ranges.items():
+        version = facts.versions.get(name)
+        if version is None:
+            problems.append(f"{name} is not installed (needs {spec})")
+        elif not SpecifierSet(spec).contains(version, prereleases=True):
+            problems.append(f"{name} {version} is outside {spec}")
+    missing = [n for n, v in facts.versions.items() if v is None and n not in facts.ranges]
+    problems += [f"{name} is not installed" for name in missing]
+    shown = dict(facts.versions)
+    if problems:
+        return fail("stack.versions", "; ".join(problems),
+                    "reinstall in a fresh virtual environment with `make install` (it applies "
+                    "dexrl's pinned ranges), or `pip install '<package><range>'` for each one",
+                    versions=shown, ranges=facts.ranges)
+    return ok("stack.versions",
+              f"{len(facts.versions)} packages within dexrl's ranges (python "
+              f"{facts.versions['python']}, torch {facts.versions['torch']}, rlinf "
+              f"{facts.versions['rlinf']})", versions=shown, ranges=facts.ranges)
+
+
+def check_mujoco(facts: StackFacts) -> CheckResult:
+    """Warn when MuJoCo is not the version LIBERO's published numbers used."""
+    version = facts.versions.get("mujoco")
+    if version is None:
+        return fail("stack.mujoco", "mujoco is not installed", "run `make install`")
+    if version != LIBERO_MUJOCO:
+        return warn("stack.mujoco",
+                    f"mujoco {version}: LIBERO's published results used {LIBERO_MUJOCO}; frames "
+                    "differ slightly, so success rates are not strictly comparable",
+                    f"`pip install mujoco=={LIBERO_MUJOCO}` when comparing with published "
+                    "numbers", version=version)
+    return ok("stack.mujoco", f"mujoco {version}, as LIBERO's published results", version=version)
+
+
+def run(ctx: Context) -> list[CheckResult]:
+    """Probe and check the stack."""
+    facts = probe_stack()
+    ctx.facts["versions"] = facts.versions
+    return [guarded("stack.versions", check_versions, facts),
+            guarded("stack.mujoco", check_mujoco, facts)]

@@ -1,0 +1,47 @@
+"""Run one dexrl launch in this process (the smoke tests start it as a subprocess).
+
+Usage: python smoke_run.py RUN_DIR train|resume [override ...]
+
+``$DEXRL_SMOKE_EXT`` names the RLinf extension module (default: dexrl's own),
+``$DEXRL_SMOKE_STALL_S`` the stall timeout (default 600 s), ``$DEXRL_SMOKE_CONFIG`` the shipped
+config to overlay (default: LIBERO-Spatial π0).
+"""
+
+from __future__ import annotations
+
+import os
+import sys
+from pathlib import Path
+
+from dexrl.bridge.launch import latest_checkpoint, launch, load_run_config, prepare
+from dexrl.bridge.registry import EXT_MODULE
+from dexrl.config import compose
+
+CONFIG = os.environ.get("DEXRL_SMOKE_CONFIG", "libero_spatial_ppo_dexbotic_pi0")
+
+
+def main(run_dir: str, mode: str, *overrides: str) -> int:
+    ext = os.environ.get("DEXRL_SMOKE_EXT", EXT_MODULE)
+    if mode == "train":
+        cfg = compose(CONFIG, ["+smoke=cpu", *overrides])
+        resume = None
+    else:
+        from omegaconf import OmegaConf
+
+        cfg = OmegaConf.merge(load_run_config(Path(run_dir)),
+                              OmegaConf.from_dotlist(list(overrides)))
+        resume = latest_checkpoint(Path(run_dir))
+    prepare(cfg, smoke=True, ext_module=ext)
+    stall_s = float(os.environ.get("DEXRL_SMOKE_STALL_S", "600"))
+    return launch(cfg, Path(run_dir), resume_from=resume, stall_timeout_s=stall_s,
+                  on_progress=lambda p: print(p.summary(), flush=True))
+
+
+if __name__ == "__main__":
+    from dexrl.errors import DexrlError
+
+    try:
+        sys.exit(main(*sys.argv[1:]))
+    except DexrlError as exc:
+        print(exc.render(), file=sys.stderr)
+        sys.exit(2)

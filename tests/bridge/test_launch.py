@@ -1,0 +1,274 @@
+"""Launch plumbing that needs no training run: node wait, run folder, output routing, watchdog."""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+import textwrap
+import threading
+import time
+from pathlib import Path
+
+import pytest
+from omegaconf import OmegaConf
+
+from dexrl.bridge import launch
+from dexrl.bridge.supervise import (
+    MARKER,
+    FailureSignal,
+    Output,
+    Progress,
+    Supervisor,
+    pending_calls,
+)
+from dexrl.errors import DexrlError
+from dexrl.runs import planned_steps
+
+
+def _cfg(**runner: object) -> OmegaConf:
+    return OmegaConf.create({"cluster": {"num_nodes": 1},
+                             "runner": {"max_epochs": 1000, "max_steps": 3, **runner}})
+
+
+# Nodes ---------------------------------------------------------------------------------------
+
+def test_node_wait_returns_once_enough_nodes_joined() -> None:
+    counts = iter([1, 1, 2])
+    launch.wait_for_nodes(2, timeout_s=5, count_alive=lambda: next(counts), poll_s=0.01)
+
+
+def test_node_wait_gives_up_naming_the_missing_nodes() -> None:
+    start = time.monotonic()
+    with pytest.raises(DexrlError) as err:
+        launch.wait_for_nodes(3, timeout_s=0.2, count_alive=lambda: 1, poll_s=0.05)
+    assert time.monotonic() - start < 2
+    assert "only 1 of 3 Ray nodes joined" in err.value.message
+    assert "2 missing" in err.value.message and err.value.where == "cluster.num_nodes"
+
+
+def test_a_private_ray_instance_cannot_hold_several_nodes() -> None:
+    cfg = OmegaConf.create({"cluster": {"num_nodes": 2}})
+    with pytest.raises(DexrlError, match=r"1 node\(s\) missing") as err:
+        launch._check_nodes(cfg, address=None, node_wait_s=60)
+    assert "--ray-address" in err.value.hint
+
+
+def test_attaching_waits_for_real_ray_nodes_then_gives_up(tmp_path: Path) -> None:
+    """A one-node Ray cluster started here (our own process) cannot satisfy num_nodes=2."""
+    pytest.importorskip("ray")
+    # Token authentication (Ray's default for new clusters) would need the token exported here.
+    env = {**os.environ, "RAY_AUTH_MODE": "disabled"}
+    head = subprocess.Popen(
+        [sys.executable, "-c", textwrap.dedent("""
+            import sys, time, ray
+            ray.init(address="local", num_cpus=1, include_dashboard=False, logging_level="ERROR")
+            print(ray.get_runtime_context().gcs_address, flush=True)
+            sys.stdin.read()
+        """)],
+        stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True, env=env,
+    )
+    try:
+        address = head.stdout.readline().strip()
+        assert address, "the Ray head did not start"
+        cfg = OmegaConf.create({"cluster": {"num_nodes": 2}})
+        expected = r"only 1 of 2 Ray nodes joined within 2 s \(1 missing\)"
+        with pytest.raises(DexrlError, match=expected):
+            launch._check_nodes(cfg, address=address, node_wait_s=2)
+    finally:
+        head.stdin.close()  # the head exits and shuts its Ray instance down
+        head.wait(timeout=60)
+
+
+def test_ray_address_only_when_asked(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.delenv("RAY_ADDRESS", raising=False)
+    assert launch._ray_address(None) is None
+    monkeypatch.setenv("RAY_ADDRESS", "local")
+    assert launch._ray_address(None) is None
+    monkeypatch.setenv("RAY_ADDRESS", "10.0.0.1:6379")
+    assert launch._ray_address(None) == "10.0.0.1:6379"
+    assert launch._ray_address("10.0.0.2:6379") == "10.0.0.2:6379"
+
+
+# Run folder and checkpoints --------------------------------------------------------------------
+
+def _checkpoint(run_dir: Path, step: int, complete: bool) -> Path:
+    path = launch.checkpoints_dir(run_dir) / f"global_step_{step}"
+    (path / "actor").mkdir(parents=True)
+    if complete:
+        (path / MARKER).write_text("{}")
+    return path
+
+
+def test_latest_checkpoint_skips_incomplete_ones(tmp_path: Path) -> None:
+    with pytest.raises(DexrlError, match="no complete checkpoint"):
+        launch.latest_checkpoint(tmp_path)
+    _checkpoint(tmp_path, 2, complete=True)
+    _checkpoint(tmp_path, 10, complete=True)
+    _checkpoint(tmp_path, 11, complete=False)
+    assert launch.latest_checkpoint(tmp_path).name == "global_step_10"
+
+
+def test_resume_point_must_be_complete_and_before_the_end(tmp_path: Path) -> None:
+    assert launch._start_step(None, 3) == 0
+    assert launch._start_step(_checkpoint(tmp_path, 2, complete=True), 3) == 2
+    with pytest.raises(DexrlError, match="not a complete checkpoint"):
+        launch._start_step(_checkpoint(tmp_path, 1, complete=False), 3)
+    with pytest.raises(DexrlError, match="already reached step 3 of 3"):
+        launch._start_step(_checkpoint(tmp_path, 3, complete=True), 3)
+
+
+def test_planned_steps_is_capped_by_epochs() -> None:
+    assert planned_steps(_cfg()) == 3
+    assert planned_steps(_cfg(max_epochs=2)) == 2
+    assert planned_steps(_cfg(max_steps=-1, max_epochs=7)) == 7
+
+
+def test_run_folder_holds_logs_checkpoints_and_config(tmp_path: Path) -> None:
+    cfg = _cfg(logger={"log_path": "../results", "experiment_name": "x"})
+    launch._configure_run(cfg, tmp_path, resume_from=None)
+    from dexrl.bridge.workers import checkpoint_path
+
+    assert checkpoint_path(cfg, 4) == launch.checkpoints_dir(tmp_path) / "global_step_4"
+    assert launch.load_run_config(tmp_path).runner.logger.log_path == str(tmp_path)
+    with pytest.raises(DexrlError, match="no config.yaml"):
+        launch.load_run_config(tmp_path / "elsewhere")
+
+
+def test_gl_backend_respects_the_user(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("MUJOCO_GL", "osmesa")
+    assert launch.gl_backend(probe=True) == "osmesa"
+    monkeypatch.delenv("MUJOCO_GL")
+    assert launch.gl_backend(probe=False) == "egl"
+
+
+def test_prepare_rejects_a_model_type_nobody_registers(monkeypatch: pytest.MonkeyPatch) -> None:
+    pytest.importorskip("rlinf")
+    for var in launch.WORKER_ENV_KEYS:
+        monkeypatch.delenv(var, raising=False)  # prepare sets them; monkeypatch restores them
+    monkeypatch.setenv("MUJOCO_GL", "egl")
+    cfg = OmegaConf.create({"actor": {"model": {"model_type": "dexrl_nobody"}}})
+    with pytest.raises(DexrlError, match="'dexrl_nobody' is not registered") as err:
+        launch.prepare(cfg, smoke=False)
+    assert err.value.where == "actor.model.model_type"
+
+
+# Output routing ------------------------------------------------------------------------------
+
+ROUTING_SCRIPT = """
+import os, sys, threading
+from pathlib import Path
+from dexrl.bridge.supervise import Output
+
+with Output(Path(sys.argv[1]), verbose=False) as out:
+    print("python print goes to the log")
+    os.write(2, b"C-level stderr goes to the log\\n")
+    out.say("said on the terminal")
+    with out.terminal():
+        worker = threading.Thread(target=lambda: print("another thread goes to the log"))
+        worker.start(); worker.join()
+print("after the block: terminal again")
+"""
+
+
+def test_output_goes_to_the_log_except_what_dexrl_says(tmp_path: Path) -> None:
+    log = tmp_path / "logs" / "driver.log"
+    done = subprocess.run([sys.executable, "-c", ROUTING_SCRIPT, str(log)],
+                          capture_output=True, text=True, timeout=60)
+    assert done.returncode == 0, done.stderr
+    assert done.stdout.splitlines() == ["said on the terminal", "after the block: terminal again"]
+    assert done.stderr == ""
+    logged = log.read_text()
+    for line in ("python print goes to the log", "C-level stderr goes to the log",
+                 "another thread goes to the log"):
+        assert line in logged
+    assert "said on the terminal" not in logged
+
+
+# Supervision -----------------------------------------------------------------------------------
+
+class WorkerGroupFuncResult:
+    """Looks like RLinf's handle of a worker-group call to the stall diagnosis."""
+
+    def __init__(self, group: str, func: str) -> None:
+        self._worker_group = type("Group", (), {"worker_group_name": group})()
+        self._func_name = func
+
+    def done(self) -> bool:
+        return False
+
+
+def _supervisor(tmp_path: Path, stall_s: float, seen: list[Progress]) -> Supervisor:
+    return Supervisor(start_step=0, total=2, stall_timeout_s=stall_s, failure=FailureSignal(),
+                      on_progress=seen.append, output=Output(tmp_path / "log", verbose=True),
+                      log_hint="the log")
+
+
+def test_stall_names_the_worker_group_rlinf_waits_on(tmp_path: Path) -> None:
+    release = threading.Event()
+
+    def stuck_loop() -> None:
+        handle = WorkerGroupFuncResult("EnvGroup", "interact")  # noqa: F841 (read from the frame)
+        release.wait(30)
+
+    supervisor = _supervisor(tmp_path, stall_s=1.0, seen=[])
+    start = time.monotonic()
+    with pytest.raises(DexrlError) as err:
+        supervisor.run(stuck_loop)
+    release.set()
+    assert time.monotonic() - start < 5
+    assert "no progress for 1 s during start-up" in err.value.message
+    assert "EnvGroup.interact" in err.value.message
+
+
+def test_pending_calls_reads_the_waiting_thread() -> None:
+    release, ready = threading.Event(), threading.Event()
+
+    def waiting() -> None:
+        handle = WorkerGroupFuncResult("ActorGroup", "run_training")  # noqa: F841
+        ready.set()
+        release.wait(30)
+
+    thread = threading.Thread(target=waiting, daemon=True)
+    thread.start()
+    ready.wait(5)
+    try:
+        assert pending_calls(thread) == ["ActorGroup.run_training"]
+    finally:
+        release.set()
+
+
+def test_events_arrive_in_order_and_checkpoints_get_marked(tmp_path: Path) -> None:
+    seen: list[Progress] = []
+    supervisor = _supervisor(tmp_path, stall_s=30, seen=seen)
+    ckpt = tmp_path / "checkpoints" / "global_step_1"
+    (ckpt / "actor").mkdir(parents=True)
+    (ckpt / "actor" / "weights").write_text("w")
+    empty = tmp_path / "checkpoints" / "global_step_2"
+
+    def loop() -> None:
+        supervisor.workers_ready()
+        supervisor.checkpoint_saved(1, ckpt)  # RLinf saves before it logs the step
+        supervisor.step_done(1, 2, {"time/step": 3.0, "env/success_once": 0.5})
+        supervisor.checkpoint_saved(2, empty)  # nothing written: never marked
+        supervisor.step_done(2, 2, {})
+
+    supervisor.run(loop)
+    assert [(p.kind, p.step) for p in seen] == [("ready", 0), ("step", 1), ("checkpoint", 1),
+                                                ("step", 2)]
+    assert (ckpt / MARKER).is_file() and not (empty / MARKER).exists()
+    assert seen[1].summary() == "step 1/2  time 3.0  success 0.50"
+
+
+def test_a_loop_error_becomes_a_dexrl_error(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from dexrl.bridge import supervise
+
+    monkeypatch.setattr(supervise, "dead_actor_causes", lambda: [])
+
+    def loop() -> None:
+        raise AssertionError("resume_dir /x/actor does not exist.")
+
+    with pytest.raises(DexrlError, match="stopped at step 0: AssertionError: resume_dir"):
+        _supervisor(tmp_path, stall_s=30, seen=[]).run(loop)

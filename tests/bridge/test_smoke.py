@@ -1,0 +1,192 @@
+"""End to end on the CPU: real RLinf, real Ray, a real LIBERO env.
+
+Each run is a subprocess, as under ``dexrl train``: one launch per process. The default run keeps
+one test, through the real CLI (``dexrl train --smoke``, then ``dexrl resume`` to step 2); the
+supervision tests (worker failure, stall, Ctrl-C) drive ``dexrl.bridge.launch`` through
+``smoke_run.py`` and are ``slow``.
+"""
+
+from __future__ import annotations
+
+import os
+import signal
+import subprocess
+import sys
+import threading
+import time
+from dataclasses import dataclass
+from pathlib import Path
+
+import pytest
+
+from dexrl.bridge.launch import BANNER, is_complete, latest_checkpoint
+
+HERE = Path(__file__).resolve().parent
+SCRIPT = HERE / "smoke_run.py"
+# Peak proportional set size (shared pages split between processes) of the run's whole process
+# tree; measured ~7 GiB. The machine has 24 GiB, shared with other work.
+PEAK_PSS_LIMIT = 10 * 2**30
+
+psutil = pytest.importorskip("psutil")
+pytest.importorskip("rlinf")
+pytest.importorskip("libero.libero")
+
+
+@dataclass
+class Run:
+    returncode: int
+    stdout: str
+    stderr: str
+    peak_pss: int
+    seconds: float
+    session: int  # the run's process session (it was started in a new one)
+    seen_in_log_s: float | None = None  # when ``watch_log`` text first appeared (from start)
+
+
+def _tree_pss(proc: psutil.Process) -> int:
+    total = 0
+    for p in [proc, *proc.children(recursive=True)]:
+        try:
+            total += p.memory_full_info().pss
+        except psutil.Error:
+            continue
+    return total
+
+
+DEXRL = str(Path(sys.executable).with_name("dexrl"))
+
+
+def smoke(run_dir: Path, mode: str, *overrides: str, **kwargs: object) -> Run:
+    """Run ``smoke_run.py`` (one bridge launch) like :func:`run_process`."""
+    return run_process([sys.executable, str(SCRIPT), str(run_dir), mode, *overrides], run_dir,
+                       **kwargs)
+
+
+def run_process(cmd: list[str], run_dir: Path, *, env: dict[str, str] | None = None,
+                interrupt_after: str | None = None, watch_log: str | None = None,
+                timeout: float = 600) -> Run:
+    """Run ``cmd`` and sample the peak memory (PSS) of its whole process tree.
+
+    With ``interrupt_after``, send SIGINT to its process group (as a terminal's Ctrl-C does)
+    once that text appears on stdout. With ``watch_log``, note when that text first appears in
+    the run's ``logs/driver.log``.
+    """
+    full_env = {**os.environ, **(env or {})}
+    full_env["PYTHONPATH"] = os.pathsep.join(filter(None, [str(HERE), full_env.get("PYTHONPATH")]))
+    start = time.monotonic()
+    proc = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+                            env=full_env, start_new_session=True)
+    peak, seen, done = 0, None, threading.Event()
+    log = run_dir / "logs" / "driver.log"
+
+    def sample() -> None:
+        nonlocal peak, seen
+        root = psutil.Process(proc.pid)
+        while not done.is_set():
+            try:
+                peak = max(peak, _tree_pss(root))
+            except psutil.Error:
+                return
+            if watch_log and seen is None and log.is_file() and watch_log in log.read_text():
+                seen = time.monotonic() - start
+            done.wait(1.0)
+
+    sampler = threading.Thread(target=sample, daemon=True)
+    sampler.start()
+    stdout_lines: list[str] = []
+    try:
+        deadline = start + timeout
+        for line in proc.stdout:
+            stdout_lines.append(line)
+            if interrupt_after and interrupt_after in line:
+                os.killpg(proc.pid, signal.SIGINT)
+            if time.monotonic() > deadline:
+                break
+        stderr = proc.stderr.read()
+        returncode = proc.wait(timeout=max(1.0, deadline - time.monotonic()))
+    finally:
+        done.set()
+        if proc.poll() is None:
+            os.killpg(proc.pid, signal.SIGKILL)
+    return Run(returncode, "".join(stdout_lines), stderr, peak, time.monotonic() - start,
+               proc.pid, seen)
+
+
+def _session_leftovers(session_id: int) -> list[str]:
+    left = []
+    for p in psutil.process_iter(["pid", "name"]):
+        try:
+            if os.getsid(p.pid) == session_id:
+                left.append(f"{p.pid} {p.info['name']}")
+        except (ProcessLookupError, PermissionError):
+            continue
+    return left
+
+
+def test_cli_smoke_trains_one_step_then_resumes_at_the_next(tmp_path: Path) -> None:
+    run_dir = tmp_path / "run"
+    train = run_process([DEXRL, "train", "--suite", "libero_spatial", "--model", "pi0", "--smoke",
+                         "--run-dir", str(run_dir)], run_dir)
+    assert train.returncode == 0, train.stderr[-3000:]
+    lines = train.stdout.splitlines()
+    assert lines[0] == BANNER
+    assert any(line.startswith("workers ready after") for line in lines)
+    assert any(line.startswith("step 1/1 ") for line in lines)
+    # RLinf's and the workers' output went to the log, not the terminal.
+    assert not any("INFO" in line or "pid=" in line for line in lines)
+    log = (run_dir / "logs" / "driver.log").read_text()
+    assert "RLinf is running on a cluster with 1 node" in log
+    first = latest_checkpoint(run_dir)
+    assert first.name == "global_step_1" and is_complete(first)
+    assert (first / "actor" / "model_state_dict" / "full_weights.pt").is_file()
+    for name in ("config.yaml", "manifest.json", "smoke-checkpoint/config.json"):
+        assert (run_dir / name).is_file(), name
+    assert (run_dir / "tensorboard").is_dir()
+    assert train.peak_pss < PEAK_PSS_LIMIT, f"peak PSS {train.peak_pss / 2**30:.1f} GiB"
+
+    resume = run_process([DEXRL, "resume", f"{run_dir}/", "runner.max_steps=2"], run_dir)
+    assert resume.returncode == 0, resume.stderr[-3000:]
+    assert "starting at step 2 of 2" in resume.stdout
+    assert "step 2/2 " in resume.stdout and "step 1/" not in resume.stdout
+    assert f"Resuming training from checkpoint directory {first}" in (
+        run_dir / "logs" / "driver.log").read_text()
+    assert latest_checkpoint(run_dir).name == "global_step_2"
+    print(f"\ntrain {train.seconds:.0f} s, resume {resume.seconds:.0f} s, "
+          f"peak PSS {max(train.peak_pss, resume.peak_pss) / 2**30:.1f} GiB")
+
+
+TINY = ("actor.model.model_type=dexrl_tiny",)
+TINY_ENV = {"DEXRL_SMOKE_EXT": "dexrl_tiny_ext"}
+
+
+@pytest.mark.slow
+def test_a_worker_exception_surfaces_with_its_cause(tmp_path: Path) -> None:
+    run = smoke(tmp_path / "run", "train", *TINY, env={**TINY_ENV, "DEXRL_TINY_FAIL": "train"},
+                watch_log="Exception occurred while running DexrlActor's function run_training")
+    assert run.returncode == 2
+    assert run.seen_in_log_s is not None and run.seconds - run.seen_in_log_s < 60
+    assert "RLinf worker DexrlActor.run_training failed during step 1" in run.stderr
+    assert "dexrl_tiny was told to fail in training" in run.stderr
+    with pytest.raises(Exception, match="no complete checkpoint"):
+        latest_checkpoint(tmp_path / "run")
+
+
+@pytest.mark.slow
+def test_a_stalled_worker_group_is_named_and_the_run_stops(tmp_path: Path) -> None:
+    run = smoke(tmp_path / "run", "train", *TINY,
+                env={**TINY_ENV, "DEXRL_TINY_FAIL": "hang", "DEXRL_SMOKE_STALL_S": "90"})
+    assert run.returncode == 2
+    assert "no progress for 90 s during step 1: RLinf is waiting on" in run.stderr
+    assert "RolloutGroup.generate" in run.stderr
+
+
+@pytest.mark.slow
+def test_ctrl_c_stops_everything_and_leaves_the_run_resumable(tmp_path: Path) -> None:
+    run_dir = tmp_path / "run"
+    run = smoke(run_dir, "train", *TINY, "runner.max_steps=3", "runner.max_epochs=3",
+                env=TINY_ENV, interrupt_after="checkpoint of step 1 written")
+    assert run.returncode == 130, run.stderr[-3000:]
+    assert "Interrupted; stopping workers" in run.stdout
+    time.sleep(2)
+    assert _session_leftovers(run.session) == []  # Ray and every worker are gone
+    assert latest_checkpoint(run_dir).name == "global_step_1"

@@ -1,0 +1,178 @@
+"""`dexrl train` / `dexrl resume` through the real CLI: plans and every refusal, without Ray.
+
+The end-to-end smoke run (train one step, resume to the next) is in tests/bridge/test_smoke.py.
+"""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+from omegaconf import OmegaConf
+from typer.testing import CliRunner
+
+from dexrl import runs
+from dexrl.cli import app
+
+runner = CliRunner()
+SPATIAL_PI0 = ["--suite", "libero_spatial", "--model", "pi0"]
+
+
+def run(*args: str):
+    return runner.invoke(app, list(args), env={"COLUMNS": "250"})
+
+
+@pytest.fixture
+def cwd(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
+    monkeypatch.chdir(tmp_path)
+    monkeypatch.setenv("DEXRL_HOME", str(tmp_path / "home"))
+    return tmp_path
+
+
+def test_dry_run_prints_the_plan_and_writes_nothing(cwd: Path) -> None:
+    result = run("train", *SPATIAL_PI0, "--dry-run", "--gpus-per-node", "4")
+    assert result.exit_code == 0, result.output
+    out = result.stdout
+    assert "actor    4 rank(s) on 0:0, 0:1, 0:2, 0:3" in out
+    assert "env steps        122,880" in out  # 64 envs × 8 epochs × 240 steps
+    assert "training samples 24,576" in out  # 64 × 8 × 240/5
+    assert "optimizer steps  96" in out  # 4 update epochs × 24,576 / 1,024
+    assert "Memory estimate per GPU" in out and "Launch command:" in out
+    assert list(cwd.iterdir()) == []
+
+
+def test_dry_run_refuses_a_broken_config(cwd: Path) -> None:
+    result = run("train", *SPATIAL_PI0, "--dry-run", "env.train.total_num_envs=63")
+    assert result.exit_code == 2
+    assert "has 1 error(s); nothing was started" in result.stderr
+    assert "63 envs do not divide over 8 env processes" in result.stderr
+
+
+@pytest.mark.parametrize(
+    ("args", "message"),
+    [
+        (["--smoke", "--ckpt", "x"], "--smoke trains a tiny random model and takes no --ckpt"),
+        (["--ckpt", "/does/not/exist"], "checkpoint path does not exist: /does/not/exist"),
+        (["--ckpt", "Dexmal/libero-db-pi0"], "has no verified download"),
+        ([], "checkpoint not found at"),
+        (["--smoke", "--ray-address", "127.0.0.1:1"], "cannot reach the Ray cluster"),
+        (["--smoke", "runner.max_stepz=1"], "unknown config key 'runner.max_stepz'"),
+    ],
+)
+def test_bad_input_is_refused_before_anything_starts(cwd: Path, args: list[str],
+                                                     message: str) -> None:
+    result = run("train", *SPATIAL_PI0, "--run-dir", str(cwd / "run"), *args)
+    assert result.exit_code == 2, result.output
+    assert message in result.stderr
+    assert "Traceback" not in result.output
+    assert not (cwd / "run").exists()
+
+
+def test_no_gpu_points_at_smoke_and_doctor(cwd: Path, tiny_pi0_dir: Path) -> None:
+    result = run("train", *SPATIAL_PI0, "--ckpt", str(tiny_pi0_dir), "--run-dir", "r")
+    assert result.exit_code == 2
+    assert "no CUDA GPU" in result.stderr and "--smoke" in result.stderr
+    assert "dexrl doctor" in result.stderr
+    assert not (cwd / "r").exists()
+
+
+def test_checkpoint_of_the_wrong_model_type(cwd: Path, tmp_path: Path) -> None:
+    from dexrl.testing.dm0 import write_tiny_dm0
+
+    dm0 = write_tiny_dm0(tmp_path / "dm0")
+    result = run("train", *SPATIAL_PI0, "--ckpt", str(dm0), "--run-dir", "r")
+    assert result.exit_code == 2
+    assert "checkpoint is 'dexbotic_dm0' but the config trains 'dexbotic_pi0'" in result.stderr
+
+
+def test_a_run_dir_holding_another_run_is_not_overwritten(cwd: Path) -> None:
+    (cwd / "run").mkdir()
+    (cwd / "run" / "config.yaml").write_text("a: 1\n")
+    result = run("train", *SPATIAL_PI0, "--smoke", "--run-dir", "run")
+    assert result.exit_code == 2
+    assert "already holds another run" in result.stderr and "dexrl resume" in result.stderr
+    assert (cwd / "run" / "config.yaml").read_text() == "a: 1\n"
+    assert sorted(p.name for p in (cwd / "run").iterdir()) == ["config.yaml"]
+
+
+def fake_run(root: Path, steps: dict[int, bool]) -> Path:
+    """A run folder as `train` leaves it: config, manifest and checkpoints (complete or not)."""
+    from dexrl.config import compose
+
+    cfg = runs.resolved(compose("libero_spatial_ppo_dexbotic_pi0", ["+smoke=cpu"]))
+    root.mkdir()
+    runs.write_run_files(root, cfg, ["dexrl", "train"], {"smoke": True})
+    for step, complete in steps.items():
+        path = runs.checkpoints_dir(root) / f"global_step_{step}" / "actor"
+        path.mkdir(parents=True)
+        if complete:
+            (path.parent / runs.MARKER).write_text("{}")
+    return root
+
+
+def test_resume_refuses_changes_to_the_experiment_with_a_diff(cwd: Path) -> None:
+    run_dir = fake_run(cwd / "run", {1: True})
+    result = run("resume", str(run_dir), "runner.max_steps=3", "actor.optim.lr=1e-3")
+    assert result.exit_code == 2
+    assert "1 override(s) change the experiment" in result.stderr
+    assert "actor.optim.lr: 5e-06 -> 0.001" in result.stderr
+    assert "--allow-changes" in result.stderr
+
+
+@pytest.mark.parametrize(
+    ("steps", "args", "message"),
+    [
+        ({}, [], "no complete checkpoint to resume from"),
+        ({1: True, 2: False}, ["--step", "2"], "the checkpoint at step 2 is incomplete"),
+        ({1: True}, ["--step", "5"], "no checkpoint at step 5"),
+        ({1: True}, [], "the run already reached step 1 of 1"),
+        ({1: True}, ["runner.max_stepz=3"], "unknown config key 'runner.max_stepz'"),
+        ({1: True}, ["runner.max_steps=3", "env.train.total_num_envs=0"],
+         "change the experiment"),
+    ],
+)
+def test_resume_refusals(cwd: Path, steps: dict[int, bool], args: list[str],
+                         message: str) -> None:
+    run_dir = fake_run(cwd / "run", steps)
+    before = sorted(str(p) for p in run_dir.rglob("*"))
+    result = run("resume", f"{run_dir}/", *args)
+    assert result.exit_code == 2, result.output
+    assert message in result.stderr
+    assert sorted(str(p) for p in run_dir.rglob("*")) == before
+
+
+def test_resume_needs_a_run_folder(cwd: Path) -> None:
+    result = run("resume", str(cwd))
+    assert result.exit_code == 2
+    assert "not a dexrl run directory" in result.stderr
+
+
+def test_safe_resume_changes_are_accepted() -> None:
+    from dexrl.config import compose
+
+    old = runs.resolved(compose("libero_spatial_ppo_dexbotic_pi0"))
+    new = OmegaConf.merge(old, {"runner": {"max_steps": 900, "save_interval": 10,
+                                           "logger": {"logger_backends": ["wandb"]}}})
+    diff = runs.config_diff(old, new)
+    assert {k for k, _, _ in diff} == {"runner.max_steps", "runner.save_interval",
+                                       "runner.logger.logger_backends"}
+    assert runs.unsafe_changes(diff) == []
+
+
+def test_manifest_records_versions_and_command(cwd: Path) -> None:
+    run_dir = fake_run(cwd / "run", {})
+    manifest = json.loads((run_dir / runs.MANIFEST_FILE).read_text())
+    assert manifest["command"] == ["dexrl", "train"] and manifest["smoke"] is True
+    for dist in ("dexrl", "rlinf", "torch", "transformers", "mujoco"):
+        assert manifest["versions"][dist], dist
+    assert manifest["host"]
+
+
+def test_wandb_run_id_is_kept_for_resume(cwd: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.delenv("WANDB_RUN_ID", raising=False)
+    first = runs.use_wandb_run_id(cwd)
+    assert runs.use_wandb_run_id(cwd) == first
+    import os
+
+    assert os.environ["WANDB_RUN_ID"] == first

@@ -1,0 +1,73 @@
+"""Check 1: versions against the ranges read back from dexrl's own packaging metadata."""
+
+from __future__ import annotations
+
+from importlib import metadata
+
+import pytest
+
+from dexrl.doctor import stack
+from dexrl.doctor.stack import StackFacts, check_mujoco, check_versions, supported_ranges
+
+RANGES = {"python": ">=3.10,<3.13", "transformers": ">=4.53,<=4.57.6",
+          "huggingface-hub": "<1.0,>=0.30", "mujoco": "<3.4,>=3.3"}
+
+
+def versions(**changes: str | None) -> dict[str, str | None]:
+    base = {"python": "3.11.7", "torch": "2.13.0", "rlinf": "0.3.0", "ray": "2.60.0",
+            "transformers": "4.57.6", "huggingface-hub": "0.36.2", "mujoco": "3.3.2"}
+    base.update(changes)
+    return base
+
+
+def test_ranges_come_from_the_installed_distribution() -> None:
+    ranges = supported_ranges()
+    declared = {line.split(";")[0] for line in metadata.requires("dexrl") or []}
+    # Every range doctor enforces is one dexrl's metadata declares (no second table).
+    assert any(d.startswith("transformers") and "<=4.57.6" in d for d in declared)
+    assert "<=4.57.6" in ranges["transformers"]
+    assert "<1.0" in ranges["huggingface-hub"]
+    assert ranges["python"] == str(metadata.metadata("dexrl")["Requires-Python"]).replace(" ", "")
+    assert "ray" not in ranges  # dexrl does not pin ray itself (rlinf does)
+
+
+def test_extras_are_not_required(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr(stack.metadata, "requires", lambda _d: [
+        "torch<2.14,>=2.6", 'mujoco==3.3.2; extra == "exact"', "numpy"])
+    monkeypatch.setattr(stack.metadata, "metadata", lambda _d: {"Requires-Python": ">=3.10"})
+    assert supported_ranges() == {"python": ">=3.10", "torch": "<2.14,>=2.6"}
+
+
+def test_versions_ok() -> None:
+    result = check_versions(StackFacts(versions(), RANGES))
+    assert result.status == "ok"
+    assert "within dexrl's ranges" in result.finding
+
+
+@pytest.mark.parametrize(("change", "expected"), [
+    ({"transformers": "5.0.0"}, "transformers 5.0.0 is outside"),
+    ({"huggingface-hub": "1.0.1"}, "huggingface-hub 1.0.1 is outside"),
+    ({"python": "3.13.1"}, "python 3.13.1 is outside"),
+    ({"mujoco": None}, "mujoco is not installed (needs"),
+    ({"ray": None}, "ray is not installed"),
+])
+def test_versions_fail(change: dict[str, str | None], expected: str) -> None:
+    result = check_versions(StackFacts(versions(**change), RANGES))
+    assert result.status == "fail"
+    assert expected in result.finding
+    assert "make install" in result.fix
+
+
+@pytest.mark.parametrize(("version", "status"), [("3.3.2", "ok"), ("3.3.7", "warn"),
+                                                 (None, "fail")])
+def test_mujoco(version: str | None, status: str) -> None:
+    result = check_mujoco(StackFacts(versions(mujoco=version), RANGES))
+    assert result.status == status
+    if status == "warn":
+        assert "3.3.2" in result.fix
+
+
+def test_probe_reads_this_install() -> None:
+    facts = stack.probe_stack()
+    assert facts.versions["rlinf"] == metadata.version("rlinf")
+    assert facts.versions["libero"] == metadata.version("rlinf-libero")
