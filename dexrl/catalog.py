@@ -1,4 +1,9 @@
-"""Names users type: LIBERO suites and the policies dexrl ships (no heavy imports)."""
+"""Names users type: LIBERO suites and the policy registry (no heavy imports).
+
+:data:`POLICIES` holds the policies dexrl ships; :func:`policies` adds those that installed
+plugins declare (:mod:`dexrl.plugins`). Everything that knows a policy (the RLinf registration,
+``--model``, ``dexrl configs``, validate's model check, doctor's round trip) reads it from here.
+"""
 
 from __future__ import annotations
 
@@ -6,6 +11,8 @@ import difflib
 from dataclasses import dataclass
 
 from dexrl.errors import DexrlError
+
+BUILTIN = "dexrl"  # the distribution of the built-in policies
 
 
 @dataclass(frozen=True)
@@ -15,15 +22,6 @@ class Suite:
     name: str
     horizon: int
     num_tasks: int
-
-
-@dataclass(frozen=True)
-class Policy:
-    """A policy dexrl can train: its CLI name, RLinf ``model_type`` and model config group."""
-
-    name: str
-    model_type: str
-    description: str
 
 
 SUITES: dict[str, Suite] = {
@@ -37,13 +35,82 @@ SUITES: dict[str, Suite] = {
     )
 }
 
+
+@dataclass(frozen=True)
+class Policy:
+    """A policy dexrl can train: one registry entry, built in or declared by a plugin.
+
+    A plugin's entry point (group ``dexrl.policies``) resolves to one of these; importing it must
+    stay cheap, so the builder and the smoke hook are ``"module:function"`` strings imported only
+    when used.
+
+    Attributes:
+        name: The CLI name (``--model``), also the entry point's name for a plugin.
+        model_type: The RLinf ``model_type`` the builder is registered under.
+        description: One line for ``dexrl configs``.
+        builder: ``"module:function"``; ``function(cfg, torch_dtype)`` returns the RLinf policy.
+        config_package: Importable package whose ``model/`` folder holds the model config.
+        model_config: Name of that config in the ``model`` group (default: ``model_type``).
+        template: Model type of the shipped configs a plugin policy is composed on.
+        suites: The LIBERO suites it trains on (default: all).
+        settings: Hydra overrides applied after the model config (its default settings).
+        smoke_checkpoint: ``"module:function"`` writing a tiny checkpoint to a path for
+            ``--smoke``, or ``None`` when the policy needs none.
+        replaces_builtin: Whether a plugin may take over a built-in name or model type.
+        distribution: The distribution that declares it (set by discovery for plugins).
+        always_register: Register even when the builder's module is not installed (built-ins
+            that must fail loudly at build time instead of as "unknown model type").
+    """
+
+    name: str
+    model_type: str
+    description: str
+    builder: str
+    config_package: str = "dexrl.conf"
+    model_config: str = ""
+    template: str = "dexbotic_pi0"
+    suites: tuple[str, ...] = tuple(SUITES)
+    settings: tuple[str, ...] = ()
+    smoke_checkpoint: str | None = None
+    replaces_builtin: bool = False
+    distribution: str = BUILTIN
+    always_register: bool = True
+
+    @property
+    def builtin(self) -> bool:
+        """Shipped with dexrl (its top-level configs are files in ``dexrl.conf``)."""
+        return self.distribution == BUILTIN
+
+    @property
+    def model_config_name(self) -> str:
+        """The config's name in the ``model`` group."""
+        return self.model_config or self.model_type
+
+
 POLICIES: dict[str, Policy] = {
     p.name: p
     for p in (
-        Policy("pi0", "dexbotic_pi0", "Dexbotic π0: SigLIP + Gemma-2B with a Gemma action expert"),
-        Policy("dm0", "dexbotic_dm0", "Dexbotic DM0: PE ViT-L/14@728 + Qwen3 with a Qwen3 expert"),
+        Policy("pi0", "dexbotic_pi0", "Dexbotic π0: SigLIP + Gemma-2B with a Gemma action expert",
+               "dexrl.bridge.pi0_policy:build",
+               smoke_checkpoint="dexrl.testing.checkpoints:write_tiny_pi0"),
+        # dexbotic_dm0 is also an RLinf built-in, which dexrl replaces only once its own adapter
+        # is installed.
+        Policy("dm0", "dexbotic_dm0", "Dexbotic DM0: PE ViT-L/14@728 + Qwen3 with a Qwen3 expert",
+               "dexrl.bridge.dm0_policy:build", template="dexbotic_dm0",
+               smoke_checkpoint="dexrl.testing.dm0:write_tiny_dm0", always_register=False),
     )
 }
+
+
+def policies() -> dict[str, Policy]:
+    """Every usable policy: the built-ins, then the valid plugins (which may replace one)."""
+    from dexrl.plugins import discover
+
+    found = discover()
+    replaced = {p.model_type for p in found.policies.values()} | set(found.policies)
+    merged = {n: p for n, p in POLICIES.items()
+              if n not in replaced and p.model_type not in replaced}
+    return {**merged, **found.policies}
 
 
 def did_you_mean(value: str, choices: list[str]) -> str:
@@ -66,15 +133,25 @@ def get_suite(name: str) -> Suite:
 
 
 def get_policy(name: str) -> Policy:
-    """Look up a policy by CLI name or model_type, or raise a DexrlError listing the choices."""
-    if name in POLICIES:
-        return POLICIES[name]
-    for p in POLICIES.values():
+    """Look up a policy by CLI name or model_type, or raise a DexrlError listing the choices.
+
+    A name a broken or conflicting plugin declares raises that plugin's error, which names the
+    distributions involved.
+    """
+    from dexrl.plugins import discover
+
+    for problem in discover().problems:
+        if name in problem.names:
+            raise problem.error()
+    known = policies()
+    if name in known:
+        return known[name]
+    for p in known.values():
         if p.model_type == name:
             return p
     raise DexrlError(
-        f"unknown model '{name}'.{did_you_mean(name, list(POLICIES))}",
-        f"use one of: {', '.join(POLICIES)}",
+        f"unknown model '{name}'.{did_you_mean(name, list(known))}",
+        f"use one of: {', '.join(known)}",
         where="--model",
     )
 

@@ -1,6 +1,9 @@
 """Compose the packaged Hydra tree with the compose API (never ``@hydra.main``).
 
-One function, :func:`compose`, serves validate, train, doctor and the tests.
+One function, :func:`compose`, serves validate, train, doctor and the tests. A plugin policy has
+no top-level files: its configs ``<suite>_ppo_<model_type>`` are the shipped configs of its
+template policy with the plugin's package added to Hydra's search path and its ``model`` group
+entry merged over ``actor.model`` (see :func:`plugin_composition`).
 """
 
 from __future__ import annotations
@@ -13,7 +16,7 @@ from typing import Any
 
 from omegaconf import DictConfig, OmegaConf
 
-from dexrl.catalog import POLICIES, SUITES, config_name, did_you_mean
+from dexrl.catalog import SUITES, config_name, did_you_mean, policies
 from dexrl.errors import DexrlError
 
 
@@ -22,18 +25,39 @@ def conf_dir() -> Path:
     return Path(str(resources.files("dexrl.conf")))
 
 
-def list_configs() -> list[str]:
-    """Names of every shipped top-level config (``<suite>_ppo_<model_type>``)."""
+def _shipped_files() -> list[str]:
     return sorted(p.stem for p in conf_dir().glob("*.yaml"))
 
 
+def plugin_configs() -> dict[str, tuple[str, list[str]]]:
+    """Config name of each plugin policy × suite -> (template config, overrides composing it)."""
+    out: dict[str, tuple[str, list[str]]] = {}
+    for policy in policies().values():
+        if policy.builtin:
+            continue
+        for suite in policy.suites:
+            name = f"{suite}_ppo_{policy.model_type}"
+            out[name] = (f"{suite}_ppo_{policy.template}", [
+                f"hydra.searchpath=[pkg://{policy.config_package}]",
+                f"+model@actor.model={policy.model_config_name}",
+                f"runner.logger.experiment_name={name}",
+                *policy.settings,
+            ])
+    return out
+
+
+def list_configs() -> list[str]:
+    """Names of every top-level config (``<suite>_ppo_<model_type>``), plugins' included."""
+    return sorted({*_shipped_files(), *plugin_configs()})
+
+
 def shipped_matrix() -> list[tuple[str, str, str]]:
-    """(suite, policy, config name) for every suite × policy with a shipped config."""
+    """(suite, policy, config name) for every suite × policy with a config."""
     names = set(list_configs())
     return [
         (s, p, config_name(s, p))
         for s in SUITES
-        for p in POLICIES
+        for p in policies()
         if config_name(s, p) in names
     ]
 
@@ -104,12 +128,13 @@ def compose(name: str, overrides: list[str] | None = None) -> DictConfig:
 
     overrides = list(overrides or [])
     check_override_syntax(overrides)
+    source, base = plugin_configs().get(name, (name, []))
     try:
         with warnings.catch_warnings():
             # version_base 1.1 is RLinf's choice too; Hydra's migration notice is noise here.
             warnings.simplefilter("ignore")
             with initialize_config_dir(config_dir=str(conf_dir()), version_base="1.1"):
-                cfg = hydra_compose(config_name=name, overrides=overrides)
+                cfg = hydra_compose(config_name=source, overrides=[*base, *overrides])
     except (HydraException, OmegaConfBaseException) as exc:
         raise _hydra_error(exc, name, overrides) from None
     except Exception as exc:  # YAML scanner errors and friends surface here

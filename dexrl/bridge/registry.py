@@ -6,8 +6,10 @@ RLinf's model registry is per process, and RLinf 0.3.0 imports ``$RLINF_EXT_MODU
 ``validate_cfg`` checks ``model_type``. :mod:`dexrl.bridge.roundtrip` proves that the workers see
 the same registrations.
 
-Builders import their adapter module only when RLinf builds a model, so ``register()`` stays cheap
-in every worker (the env worker never builds one).
+The policies come from :mod:`dexrl.catalog`: dexrl's own and those of installed plugins
+(``dexrl.policies`` entry points, discovered again in each worker). Builders import their module
+only when RLinf builds a model, so ``register()`` stays cheap in every worker (the env worker
+never builds one).
 """
 
 from __future__ import annotations
@@ -17,17 +19,17 @@ import importlib.util
 from collections.abc import Callable
 from typing import Any
 
+from dexrl.catalog import POLICIES, policies
+
 EXT_MODULE = "dexrl.bridge.registry"
 
-# model_type -> adapter module providing ``build(cfg, torch_dtype)``.
-ADAPTERS: dict[str, str] = {
-    "dexbotic_pi0": "dexrl.bridge.pi0_policy",
-    "dexbotic_dm0": "dexrl.bridge.dm0_policy",
-}
+# model_type -> adapter module providing ``build(cfg, torch_dtype)``, for dexrl's own policies
+# (derived from the catalog; plugins are added by :func:`builders`).
+ADAPTERS: dict[str, str] = {p.model_type: p.builder.split(":")[0] for p in POLICIES.values()}
 # Registered even before its adapter exists, so a missing adapter fails loudly at build time
 # instead of as "unknown model type". dexbotic_dm0 is also an RLinf built-in, which dexrl only
 # replaces once its own adapter is installed.
-ALWAYS_REGISTERED = frozenset({"dexbotic_pi0"})
+ALWAYS_REGISTERED = frozenset(p.model_type for p in POLICIES.values() if p.always_register)
 
 
 def adapter_available(model_type: str) -> bool:
@@ -37,16 +39,29 @@ def adapter_available(model_type: str) -> bool:
 
 
 def dexrl_model_types() -> list[str]:
-    """The model types :func:`register` registers in this installation."""
+    """The built-in model types :func:`register` registers in this installation."""
     return [t for t in ADAPTERS if t in ALWAYS_REGISTERED or adapter_available(t)]
 
 
-def _lazy_builder(model_type: str, module: str) -> Callable[[Any, Any], Any]:
+def builders() -> dict[str, str]:
+    """model_type -> ``"module:function"`` of every policy :func:`register` registers.
+
+    The built-ins (those installed) and every valid plugin; a broken plugin is left out (and
+    reported by :mod:`dexrl.plugins`), so it never stops the others from registering.
+    """
+    installed = set(dexrl_model_types())
+    return {p.model_type: p.builder for p in policies().values()
+            if not p.builtin or p.model_type in installed}
+
+
+def _lazy_builder(model_type: str, target: str) -> Callable[[Any, Any], Any]:
+    module, _, function = target.partition(":")
+
     def build(cfg: Any, torch_dtype: Any) -> Any:
-        return importlib.import_module(module).build(cfg, torch_dtype)
+        return getattr(importlib.import_module(module), function or "build")(cfg, torch_dtype)
 
     build.__qualname__ = build.__name__ = f"build_{model_type}"
-    build.__doc__ = f"Build RLinf model type '{model_type}' with {module}.build."
+    build.__doc__ = f"Build RLinf model type '{model_type}' with {target}."
     return build
 
 
@@ -65,13 +80,12 @@ def register() -> list[str]:
     from dexrl.bridge import cpu_platform
 
     cpu_platform.install()
-    types = dexrl_model_types()
-    for model_type in types:
+    targets = builders()
+    for model_type, target in targets.items():
         rlinf.models.register_model(
-            model_type, _lazy_builder(model_type, ADAPTERS[model_type]),
-            category="embodied", force=True,
+            model_type, _lazy_builder(model_type, target), category="embodied", force=True,
         )
-    return types
+    return list(targets)
 
 
 def registered_model_types(candidates: list[str] | None = None) -> list[str]:
@@ -84,7 +98,7 @@ def registered_model_types(candidates: list[str] | None = None) -> list[str]:
     from rlinf.config import EMBODIED_MODEL, SupportedModel
 
     found = []
-    for model_type in candidates if candidates is not None else list(ADAPTERS):
+    for model_type in candidates if candidates is not None else list(builders()):
         try:
             resolved = SupportedModel(model_type)
         except NotImplementedError:

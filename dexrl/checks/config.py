@@ -13,7 +13,7 @@ from typing import Any
 
 from omegaconf import DictConfig, OmegaConf
 
-from dexrl.catalog import POLICIES, SUITES
+from dexrl.catalog import SUITES, policies
 from dexrl.checks import Finding
 from dexrl.checks.checkpoint import check_checkpoint_dir
 
@@ -203,10 +203,15 @@ def check_model(cfg: DictConfig, facts: Facts) -> list[Finding]:
     """Model type, paths, train/eval consistency, and the checkpoint when it exists."""
     findings: list[Finding] = []
     model_type = _get(cfg, "actor.model.model_type")
-    known = {p.model_type for p in POLICIES.values()}
+    known = {p.model_type for p in policies().values()}
     if model_type not in known:
+        from dexrl.plugins import discover
+
+        broken = [p for p in discover().problems if model_type in p.names]
         findings.append(Finding("error", "actor.model.model_type",
+                                broken[0].message if broken else
                                 f"'{model_type}' is not a dexrl policy",
+                                broken[0].hint if broken else
                                 f"use one of {', '.join(sorted(known))}"))
     actor_path = _get(cfg, "actor.model.model_path")
     rollout_path = _get(cfg, "rollout.model.model_path")

@@ -10,6 +10,7 @@ from omegaconf import DictConfig
 from rich.console import Console
 
 from dexrl import runs
+from dexrl.catalog import get_policy
 from dexrl.checks import Finding, errors
 from dexrl.checks.config import Facts, run_config_checks
 from dexrl.commands.progress import ProgressPrinter
@@ -85,14 +86,20 @@ def gpu_count() -> int:
     return torch.cuda.device_count() if torch.cuda.is_available() else 0
 
 
-def write_smoke_checkpoint(run_dir: Path, model_type: str) -> Path:
-    """A tiny random checkpoint of the chosen model, in the run folder, for ``--smoke``."""
+def write_smoke_checkpoint(run_dir: Path, model_type: str) -> Path | None:
+    """The policy's tiny random checkpoint in the run folder for ``--smoke``, if it needs one.
+
+    The hook is the registry entry's ``smoke_checkpoint`` (``"module:function"``, called with the
+    target path); a policy without one trains from its model config alone.
+    """
+    import importlib
+
+    hook = get_policy(model_type).smoke_checkpoint
+    if hook is None:
+        return None
+    module, _, function = hook.partition(":")
     target = run_dir / SMOKE_CHECKPOINT
-    if model_type == "dexbotic_dm0":
-        from dexrl.testing.dm0 import write_tiny_dm0 as write
-    else:
-        from dexrl.testing.checkpoints import write_tiny_pi0 as write
-    write(target)
+    getattr(importlib.import_module(module), function)(target)
     return target
 
 
@@ -110,7 +117,8 @@ def run(cfg: DictConfig, run_dir: Path, *, smoke: bool, resume_from: Path | None
 
 def train(
     suite: str = typer.Option(None, "--suite", "-s", help="LIBERO suite, e.g. libero_spatial."),
-    model: str = typer.Option(None, "--model", "-m", help="Policy: pi0 or dm0."),
+    model: str = typer.Option(None, "--model", "-m",
+                              help="Policy: pi0, dm0 or a plugin's (`dexrl configs` lists them)."),
     config_name: str = typer.Option(None, "--config-name", "-c", help="A shipped config name."),
     ckpt: str = typer.Option(None, "--ckpt", help="Checkpoint dir or downloaded repo id."),
     name: str = typer.Option(None, "--name", help="Run name (default <suite>_<model>_<time>)."),
@@ -160,8 +168,9 @@ def train(
     cfg = result.cfg
     if smoke:
         path = write_smoke_checkpoint(target, str(cfg.actor.model.model_type))
-        cfg = compose_and_check(suite, model, config_name, [*overrides, *ckpt_overrides(path)],
-                                per_node).cfg
+        if path is not None:
+            cfg = compose_and_check(suite, model, config_name,
+                                    [*overrides, *ckpt_overrides(path)], per_node).cfg
     refuse_on_errors(result.name, errors(run_config_checks(cfg, Facts(suite_name, per_node))))
     cfg = runs.resolved(cfg)
     runs.write_run_files(target, cfg, sys.argv, {"smoke": smoke, "suite": suite_name})

@@ -80,7 +80,8 @@ def report(result: Validated, console: Console, strict: bool) -> int:
 
 def validate(
     suite: str = typer.Option(None, "--suite", "-s", help="LIBERO suite, e.g. libero_spatial."),
-    model: str = typer.Option(None, "--model", "-m", help="Policy: pi0 or dm0."),
+    model: str = typer.Option(None, "--model", "-m",
+                              help="Policy: pi0, dm0 or a plugin's (`dexrl configs` lists them)."),
     config_name: str = typer.Option(None, "--config-name", "-c",
                                     help="A shipped config name instead of --suite/--model."),
     overrides: list[str] = typer.Argument(None, help="Hydra overrides, key=value."),

@@ -10,16 +10,17 @@ from collections.abc import Sequence
 
 from omegaconf import DictConfig, OmegaConf
 
-from dexrl.bridge.registry import ADAPTERS, EXT_MODULE
+from dexrl.bridge.registry import EXT_MODULE, builders
 from dexrl.bridge.roundtrip import RoundTrip
 from dexrl.doctor import CheckResult, fail, ok
 from dexrl.errors import DexrlError
+from dexrl.plugins import PluginProblem, discover
 
 
 def model_types(cfg: DictConfig | None) -> list[str]:
-    """The config's model type, or every dexrl policy without a config."""
+    """The config's model type, or every registered policy (plugins' included) without a config."""
     chosen = OmegaConf.select(cfg, "actor.model.model_type") if cfg is not None else None
-    return [str(chosen)] if chosen else sorted(ADAPTERS)
+    return [str(chosen)] if chosen else sorted(builders())
 
 
 def probe_roundtrip(types: Sequence[str], timeout: float,
@@ -32,10 +33,17 @@ def probe_roundtrip(types: Sequence[str], timeout: float,
                               timeout_s=timeout)
 
 
-def check_roundtrip(results: Sequence[RoundTrip], types: Sequence[str]) -> CheckResult:
-    """Every node's worker must import the module, register, and resolve every model type."""
+def check_roundtrip(results: Sequence[RoundTrip], types: Sequence[str],
+                    problems: Sequence[PluginProblem] | None = None) -> CheckResult:
+    """Every node's worker must import the module, register, and resolve every model type.
+
+    A broken policy plugin (``problems``, default: what this process discovered) fails the check
+    too, by name: the others still registered, but that policy cannot be trained.
+    """
+    problems = discover().problems if problems is None else problems
     facts = {"model_types": list(types),
-             "nodes": [{"node": r.node, "ok": r.ok, "message": r.message} for r in results]}
+             "nodes": [{"node": r.node, "ok": r.ok, "message": r.message} for r in results],
+             "plugin_problems": [p.message for p in problems]}
     if not results:
         return fail("extension.roundtrip", "no Ray node ran the round trip",
                     "check `ray status`; every node needs a live raylet", **facts)
@@ -48,6 +56,10 @@ def check_roundtrip(results: Sequence[RoundTrip], types: Sequence[str]) -> Check
             more = f" ({len(bad)} of {len(results)} nodes failed)" if len(results) > 1 else ""
             return fail("extension.roundtrip", f"{where}{exc.message}{more}",
                         exc.hint or "see the message", traceback=bad[0].traceback, **facts)
+    if problems:
+        more = f" (+{len(problems) - 1} more)" if len(problems) > 1 else ""
+        return fail("extension.roundtrip", f"{problems[0].message}{more}", problems[0].hint,
+                    **facts)
     return ok("extension.roundtrip",
               f"{len(results)} node(s): a Ray worker loaded {results[0].ext_module} through "
               f"RLinf's loader and resolved {', '.join(types)}", **facts)

@@ -38,3 +38,16 @@ def test_model_types_follow_the_config() -> None:
     assert model_types(None) == TYPES
     cfg = OmegaConf.create({"actor": {"model": {"model_type": "dexbotic_pi0"}}})
     assert model_types(cfg) == ["dexbotic_pi0"]
+
+
+def test_a_broken_plugin_fails_the_check_by_name() -> None:
+    from dexrl.plugins import PluginProblem
+
+    results = [RoundTrip(True, "ok", "dexrl.bridge.registry", tuple(TYPES), "10.0.0.1")]
+    problem = PluginProblem(("mine",), ("my-dist",), "policy plugin 'mine' from my-dist failed",
+                            "fix my-dist")
+    row = check_roundtrip(results, TYPES, [problem, problem])
+    assert row.status == "fail"
+    assert row.finding == "policy plugin 'mine' from my-dist failed (+1 more)"
+    assert row.fix == "fix my-dist"
+    assert check_roundtrip(results, TYPES, []).status == "ok"
