@@ -9,8 +9,10 @@ fails fast on the result; ``dexrl doctor`` reports it.
 
 from __future__ import annotations
 
+import dataclasses
 import logging
 import os
+import sys
 import traceback
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
@@ -32,6 +34,9 @@ class RoundTrip:
         model_types: The expected model types that resolved in the worker.
         node: Address of the node the worker ran on.
         traceback: The failure's traceback without locals, when there was an exception.
+        details: Extra lines for the error (e.g. the versions that differ).
+        python: The worker's interpreter.
+        versions: (distribution, version) pairs installed in the worker.
     """
 
     ok: bool
@@ -41,6 +46,8 @@ class RoundTrip:
     node: str = ""
     traceback: str = ""
     details: tuple[str, ...] = field(default=())
+    python: str = ""
+    versions: tuple[tuple[str, str | None], ...] = ()
 
     def raise_for_failure(self) -> None:
         """Raise a :class:`DexrlError` describing the failure; do nothing when ok."""
@@ -75,7 +82,42 @@ def _exception_of(record: logging.LogRecord) -> BaseException | None:
     return next((a for a in args if isinstance(a, BaseException)), None)
 
 
+def interpreter_facts() -> tuple[str, tuple[tuple[str, str | None], ...]]:
+    """This process's interpreter and the versions of the packages a run depends on."""
+    from dexrl.runs import versions
+
+    return sys.executable, tuple(sorted(versions().items()))
+
+
 def probe(model_types: Sequence[str]) -> RoundTrip:
+    """:func:`load_and_resolve`, plus the worker's interpreter and package versions."""
+    python, installed = interpreter_facts()
+    return dataclasses.replace(load_and_resolve(model_types), python=python, versions=installed)
+
+
+def compare_with_driver(result: RoundTrip) -> RoundTrip:
+    """Fail a result whose worker runs another interpreter or other package versions.
+
+    Ray freezes a node's environment at ``ray start``: a worker may run a different Python than
+    the driver, and then loads different code.
+    """
+    if not result.ok or not result.python:
+        return result
+    python, installed = interpreter_facts()
+    differ = [f"{name}: driver {ours}, worker {theirs}"
+              for (name, ours), (_, theirs) in zip(installed, result.versions, strict=False)
+              if ours != theirs]
+    if result.python != python:
+        differ.insert(0, f"python: driver {python}, worker {result.python}")
+    if not differ:
+        return result
+    return dataclasses.replace(
+        result, ok=False, details=tuple(differ),
+        message="the Ray worker runs a different interpreter or package versions than the driver",
+    )
+
+
+def load_and_resolve(model_types: Sequence[str]) -> RoundTrip:
     """Load ``$RLINF_EXT_MODULE`` the way RLinf's workers do, then resolve ``model_types``.
 
     Runs in the process it is called in; :func:`check_registration` calls it in a Ray worker.
@@ -165,7 +207,7 @@ def check_registration(
                                          ext_module, node=address))
                 continue
             try:
-                results.append(ray.get(ref))
+                results.append(compare_with_driver(ray.get(ref)))
             except Exception as exc:  # the worker itself could not start or run the probe
                 results.append(RoundTrip(False, f"the Ray worker failed: {type(exc).__name__}",
                                          ext_module, node=address, traceback=str(exc)))

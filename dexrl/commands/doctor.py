@@ -70,7 +70,8 @@ def build_context(suite: str | None, model: str | None, config_name: str | None,
 
 def doctor(
     suite: str = typer.Option(None, "--suite", "-s", help="LIBERO suite, e.g. libero_spatial."),
-    model: str = typer.Option(None, "--model", "-m", help="Policy: pi0 or dm0."),
+    model: str = typer.Option(None, "--model", "-m",
+                              help="Policy: pi0, dm0 or a plugin's (`dexrl configs` lists them)."),
     config_name: str = typer.Option(None, "--config-name", "-c", help="A shipped config name."),
     ckpt: str = typer.Option(None, "--ckpt", help="Checkpoint dir or downloaded repo id."),
     ray_address: str = typer.Option(None, "--ray-address", envvar="RAY_ADDRESS",

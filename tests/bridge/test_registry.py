@@ -100,3 +100,22 @@ def test_round_trip_surfaces_a_failing_register_and_missing_types(
     assert not raised.ok and "register exploded" in raised.message
     (missing,) = check_registration(["dexrl_type_nobody_registers"])
     assert not missing.ok and "dexrl_type_nobody_registers" in missing.message
+
+
+def test_a_worker_with_another_interpreter_or_versions_fails() -> None:
+    from dexrl.bridge.roundtrip import RoundTrip, compare_with_driver, interpreter_facts
+
+    python, installed = interpreter_facts()
+    same = RoundTrip(True, "ok", "m", ("dexbotic_pi0",), python=python, versions=installed)
+    assert compare_with_driver(same) is same
+    other = dict(installed)
+    other["torch"] = "0.0.1"
+    moved = RoundTrip(True, "ok", "m", python="/other/python",
+                      versions=tuple(sorted(other.items())))
+    result = compare_with_driver(moved)
+    assert not result.ok
+    assert result.details[0] == f"python: driver {python}, worker /other/python"
+    assert any(d.startswith("torch: driver ") and d.endswith("worker 0.0.1")
+               for d in result.details)
+    with pytest.raises(DexrlError, match="different interpreter or package versions"):
+        result.raise_for_failure()
