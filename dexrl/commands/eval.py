@@ -1,0 +1,129 @@
+"""``dexrl eval``: LIBERO success rates you can trust, with intervals, seeds and videos."""
+
+from __future__ import annotations
+
+import sys
+
+import typer
+from rich.console import Console
+from rich.progress import (
+    BarColumn,
+    MofNCompleteColumn,
+    Progress,
+    TextColumn,
+    TimeElapsedColumn,
+    TimeRemainingColumn,
+)
+
+from dexrl.evaluation import report
+
+EPILOG = """\
+Examples:
+
+  dexrl eval --ckpt Dexmal/libero-db-pi0 --suite libero_spatial
+      All 10 tasks x 50 fixed initial states; prints a table per task (k/n, rate with a Wilson
+      95 % interval, mean length), the suite total beside the published numbers, and writes
+      eval/libero-db-pi0-libero_spatial-<time>/results.json.
+
+  dexrl eval --ckpt runs/spatial_pi0/checkpoints/global_step_100 --suite libero_spatial \\
+      --tasks 0,3-5 --episodes-per-task 10 --video failures
+      An RLinf checkpoint: config, tokenizer and norm stats come from the run's base checkpoint;
+      chunk and denoising steps from its training config. Results go to
+      runs/spatial_pi0/eval/global_step_100-libero_spatial/ (videos/index.html for the videos).
+
+  dexrl eval --ckpt exported/ --suite libero_spatial --compare eval/sft/results.json
+      Adds per-task deltas and an exact McNemar test on the shared (task, trial) episodes.
+
+  dexrl eval --ckpt exported/ --suite libero_goal init_params.camera_heights=224 \\
+      init_params.camera_widths=224
+      key=value overrides of the LIBERO env config (env/<suite>.yaml).
+
+Two runs with the same arguments play the same episodes: fixed initial states per (task, trial),
+seeds recorded, deterministic policy sampling (ODE from seeded noise).
+"""
+
+
+def eval_command(
+    ckpt: str = typer.Option(..., "--ckpt", help="Dexbotic checkpoint folder (or a repo id "
+                             "fetched by `dexrl download`), RLinf run folder, global_step_N "
+                             "folder or its full_weights.pt."),
+    suite: str = typer.Option(..., "--suite", "-s", help="LIBERO suite, e.g. libero_spatial."),
+    tasks: str = typer.Option(None, "--tasks", help="Task ids, e.g. 0,3-5 (default: all)."),
+    episodes_per_task: int = typer.Option(50, "--episodes-per-task", help="Trials per task: "
+                                          "initial states 0..n-1."),
+    num_envs: int = typer.Option(None, "--num-envs", help="Parallel envs (default: CPU cores)."),
+    seed: int = typer.Option(0, "--seed", help="Seeds the envs and the policy noise."),
+    num_steps: int = typer.Option(None, "--num-steps", help="Denoising steps (default: the "
+                                  "training config, else the model's)."),
+    action_chunk: int = typer.Option(None, "--action-chunk", help="Actions executed per policy "
+                                     "call (default: the training config, else the model's)."),
+    max_episode_steps: int = typer.Option(None, "--max-episode-steps", help="Horizon (default "
+                                          "per suite: 220/280/300/520/400)."),
+    video: str = typer.Option("none", "--video", help="none, failures or all."),
+    out: str = typer.Option(None, "--out", "-o", help="Output folder."),
+    overwrite: bool = typer.Option(False, "--overwrite", help="Replace an earlier evaluation "
+                                   "in --out."),
+    compare: str = typer.Option(None, "--compare", help="Another run's results.json to pair "
+                                "with."),
+    base: str = typer.Option(None, "--base", help="Base checkpoint of RLinf weights (default: "
+                             "the run's actor.model.model_path)."),
+    device: str = typer.Option("auto", "--device", help="auto, cpu, cuda or cuda:N."),
+    dtype: str = typer.Option(None, "--dtype", help="float32 or bfloat16 (default: the "
+                              "checkpoint's)."),
+    allow_suite_mismatch: bool = typer.Option(False, "--allow-suite-mismatch", help="Evaluate "
+                                              "on another suite than the one trained on."),
+    overrides: list[str] = typer.Argument(None, help="LIBERO env config overrides, key=value."),
+) -> None:
+    """Evaluate a checkpoint on LIBERO through RLinf's own env wrapper."""
+    from dexrl.commands.train import resolve_ckpt
+    from dexrl.evaluation import session
+
+    out_console = Console(highlight=False, soft_wrap=True)
+    prepared = session.prepare(
+        ckpt=resolve_ckpt(ckpt), suite=suite, tasks=tasks, episodes_per_task=episodes_per_task,
+        num_envs=num_envs, seed=seed, num_steps=num_steps, action_chunk=action_chunk,
+        max_episode_steps=max_episode_steps, video=video, out=out, overwrite=overwrite,
+        compare=compare, base=base, device=device, dtype=dtype, env_overrides=overrides or [],
+        allow_suite_mismatch=allow_suite_mismatch)
+    _describe_source(prepared.source, out_console)
+    out_console.print(report.settings_table(prepared.settings.record()))
+    with Progress(TextColumn("{task.description}"), BarColumn(), MofNCompleteColumn(),
+                  TimeElapsedColumn(), TextColumn("ETA"), TimeRemainingColumn(),
+                  console=Console(stderr=True), transient=False) as bar:
+        job = bar.add_task("loading policy and envs", total=len(prepared.episodes))
+        wins = [0]
+
+        def started(total: int) -> None:
+            bar.update(job, description="episodes (0 successes)")
+
+        def finished(result) -> None:  # noqa: ANN001 - an EpisodeResult
+            wins[0] += result.success
+            bar.update(job, advance=1, description=f"episodes ({wins[0]} successes)")
+
+        results = session.run(prepared, command=sys.argv, on_start=started,
+                              on_episode=finished)
+    out_console.print(report.results_table(results))
+    for table in (report.reference_table(results),
+                  results.get("comparison") and report.comparison_table(results["comparison"])):
+        if table is not None:
+            out_console.print(table)
+    out_console.print(f"Results: {prepared.out / 'results.json'}")
+    if results["config"]["video"] != "none":
+        out_console.print(f"Videos: {prepared.out / 'videos'}")
+
+
+def _describe_source(source, console: Console) -> None:  # noqa: ANN001 - a CheckpointSource
+    """Say what is evaluated, and where config, tokenizer and norm stats come from."""
+    if source.form == "rlinf":
+        console.print(f"Checkpoint: RLinf weights {source.weights} (step {source.step})")
+        console.print(f"Config, tokenizer, image preprocessing, norm stats: base checkpoint "
+                      f"{source.model_dir} (from {source.base_from})")
+    else:
+        console.print(f"Checkpoint: {source.model_dir} ({source.model_type})")
+    if source.training:
+        console.print(f"Training config: {source.training.source}")
+
+
+def mount(app: typer.Typer) -> None:
+    """Add the verb to the app."""
+    app.command("eval", epilog=EPILOG)(eval_command)

@@ -1,0 +1,73 @@
+"""``dexrl export``: an RLinf training checkpoint as a Dexbotic checkpoint folder, or on the hub."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import typer
+from rich.console import Console
+
+EPILOG = """\
+Examples:
+
+  dexrl export runs/spatial_pi0 --out exported/spatial_pi0
+      The newest checkpoint of the run: config.json, model.safetensors (Dexbotic's key names),
+      tokenizer, preprocessor_config.json, norm_stats.json, dexrl-export.json and a README.md
+      model card. The PPO value head is dropped.
+
+  dexrl export runs/spatial_pi0/checkpoints/global_step_100 --out exported/step100 \\
+      --keep-value-head --push-to-hub me/pi0-libero-spatial-ppo
+      Keeps the value head in value_head.safetensors and uploads the folder; the model card
+      carries the newest `dexrl eval` table of that step (runs/spatial_pi0/eval/...).
+
+The folder loads with `dexrl eval --ckpt`, `dexrl train --ckpt` and Dexbotic's own loader.
+"""
+
+
+def export_command(
+    checkpoint: str = typer.Argument(..., help="RLinf run folder, global_step_N folder or its "
+                                     "full_weights.pt."),
+    out: Path = typer.Option(..., "--out", "-o", help="Folder to write (empty or new)."),
+    keep_value_head: bool = typer.Option(False, "--keep-value-head", help="Also write the "
+                                         "value head (value_head.safetensors)."),
+    base: str = typer.Option(None, "--base", help="Base checkpoint (default: the run's "
+                             "actor.model.model_path)."),
+    results: Path = typer.Option(None, "--results", help="results.json for the model card "
+                                 "(default: the newest eval of this step in RUN_DIR/eval)."),
+    repo_id: str = typer.Option(None, "--push-to-hub", help="Upload to this hub repo id."),
+    private: bool = typer.Option(False, "--private", help="Create the hub repo as private."),
+    overwrite: bool = typer.Option(False, "--overwrite", help="Replace an earlier export."),
+) -> None:
+    """Turn an RLinf training checkpoint into a Dexbotic-layout checkpoint folder."""
+    from dexrl.evaluation.checkpoints import resolve_checkpoint
+    from dexrl.evaluation.export import export_checkpoint, push_to_hub
+
+    console = Console(highlight=False, soft_wrap=True)
+    if repo_id:
+        from dexrl.hub import check_repo_id
+
+        check_repo_id(repo_id)  # before minutes of writing
+    source = resolve_checkpoint(checkpoint, base)
+    if source.form == "rlinf":
+        console.print(f"Exporting step {source.step} of {source.run_dir or source.weights}; "
+                      f"config, tokenizer and norm stats from {source.model_dir} "
+                      f"(from {source.base_from})")
+    done = export_checkpoint(source, out, keep_value_head=keep_value_head, overwrite=overwrite,
+                             results=results)
+    head = "kept in value_head.safetensors" if done.value_head else "dropped"
+    console.print(f"Exported {done.tensors} tensors ({done.dtype}) to {done.out}; value head "
+                  f"{head}.")
+    if done.from_base:
+        console.print(f"Copied {len(done.from_base)} unused entries from the base checkpoint "
+                      "so the key set equals Dexbotic's.")
+    console.print("Model card: " + (f"with the results of {done.results}" if done.results
+                                    else "no results.json found (run `dexrl eval` first to "
+                                         "include a table)"))
+    if repo_id:
+        url = push_to_hub(done.out, repo_id, private=private)
+        console.print(f"Uploaded to {url}")
+
+
+def mount(app: typer.Typer) -> None:
+    """Add the verb to the app."""
+    app.command("export", epilog=EPILOG)(export_command)

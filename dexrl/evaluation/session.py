@@ -1,0 +1,161 @@
+"""One ``dexrl eval`` from arguments to ``results.json``: check everything, then run.
+
+:func:`prepare` resolves and checks every input and writes nothing; :func:`run` loads the policy
+and the envs (still writing nothing), then claims the output folder, logs each finished episode
+to ``progress.jsonl`` and writes ``results.json`` atomically at the end.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import time
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from omegaconf import DictConfig
+
+from dexrl.evaluation import results as res
+from dexrl.evaluation.checkpoints import CheckpointSource, load_eval_policy, resolve_checkpoint
+from dexrl.evaluation.plan import Episode, parse_tasks, plan_episodes
+from dexrl.evaluation.reference import references_for
+from dexrl.evaluation.runner import EpisodeResult, LoopSettings, Timings, run_episodes
+from dexrl.evaluation.settings import EvalSettings, env_config, resolve_settings
+from dexrl.evaluation.videos import VideoRecorder, write_gallery
+
+
+@dataclass
+class Prepared:
+    """A checked evaluation, ready to run.
+
+    Attributes:
+        source: The checkpoint.
+        settings: Every value used.
+        languages: Task id -> instruction.
+        init_states: Task id -> number of fixed initial states.
+        episodes: The plan.
+        out: Output folder.
+        stale: Files of an earlier evaluation that ``--overwrite`` will remove.
+        env_cfg: RLinf's LIBERO env config.
+        other: ``--compare`` (path, results) if given.
+    """
+
+    source: CheckpointSource
+    settings: EvalSettings
+    languages: dict[int, str]
+    init_states: dict[int, int]
+    episodes: list[Episode]
+    out: Path
+    stale: list[Path]
+    env_cfg: DictConfig
+    other: tuple[str, dict[str, Any]] | None
+
+
+def prepare(*, ckpt: str | Path, suite: str, tasks: str | None, episodes_per_task: int,
+            num_envs: int | None, seed: int, num_steps: int | None, action_chunk: int | None,
+            max_episode_steps: int | None, video: str, out: str | Path | None, overwrite: bool,
+            compare: str | Path | None, base: str | Path | None, device: str,
+            dtype: str | None, env_overrides: Sequence[str],
+            allow_suite_mismatch: bool = False) -> Prepared:
+    """Resolve and check every input; raises DexrlError on the first problem, writes nothing."""
+    from dexrl.bridge.libero_env import check_assets, suite_info
+    from dexrl.catalog import get_suite
+
+    suite_name = get_suite(suite).name
+    source = resolve_checkpoint(ckpt, base)
+    check_assets()
+    info = suite_info(suite_name)
+    task_ids = parse_tasks(tasks, len(info.languages))
+    episodes = plan_episodes(task_ids, episodes_per_task, info.init_states, seed)
+    settings = resolve_settings(
+        source, suite=suite_name, tasks=task_ids, episodes_per_task=episodes_per_task,
+        num_envs=num_envs, seed=seed, num_steps=num_steps, action_chunk=action_chunk,
+        max_episode_steps=max_episode_steps, video=video, device=device, dtype=dtype,
+        env_overrides=env_overrides, allow_suite_mismatch=allow_suite_mismatch)
+    out_dir = Path(out).expanduser() if out else default_out(source, suite_name)
+    stale = res.check_out_dir(out_dir, overwrite)
+    other = None
+    if compare:
+        other = (str(compare), res.load_results(Path(compare)))
+        res.check_same_suite(suite_name, other[1], str(compare))
+    return Prepared(source, settings, info.languages, info.init_states, episodes, out_dir,
+                    stale, env_config(settings, source), other)
+
+
+def default_out(source: CheckpointSource, suite: str) -> Path:
+    """``RUN_DIR/eval/global_step_N-<suite>`` for RLinf checkpoints (``dexrl export`` finds it
+    there for the model card), else ``eval/<checkpoint name>-<suite>-<time>``."""
+    if source.run_dir is not None and source.step is not None:
+        return source.run_dir / "eval" / f"global_step_{source.step}-{suite}"
+    return Path("eval") / f"{source.model_dir.name}-{suite}-{time.strftime('%Y%m%d-%H%M%S')}"
+
+
+def is_full_suite(prepared: Prepared) -> bool:
+    """Every task of the suite, every initial state of each task."""
+    s = prepared.settings
+    return (len(s.tasks) == len(prepared.languages)
+            and all(s.episodes_per_task >= n for n in prepared.init_states.values()))
+
+
+def run(prepared: Prepared, *, command: list[str],
+        on_start: Callable[[int], None] | None = None,
+        on_episode: Callable[[EpisodeResult], None] | None = None) -> dict[str, Any]:
+    """Run the prepared evaluation and write its results; returns the results.json content."""
+    from dexrl.bridge.libero_env import LiberoVecEnv
+    from dexrl.runs import git_state, versions
+
+    s = prepared.settings
+    started = time.perf_counter()
+    policy = load_eval_policy(prepared.source, s.device, s.dtype)
+    # Record the dtype the weights actually have (None meant "the checkpoint's").
+    dtype = policy.network.model.action_out_proj.weight.dtype
+    s = prepared.settings = dataclasses.replace(s, dtype=str(dtype).removeprefix("torch."))
+    config = policy.network.config
+    loop = LoopSettings(s.num_steps, s.action_chunk, s.max_episode_steps,
+                        (config.chunk_size, config.action_dim))
+    env = LiberoVecEnv(prepared.env_cfg, prepared.source.model_type, s.action_chunk)
+    try:
+        res.claim_out_dir(prepared.out, prepared.stale)
+        recorder = VideoRecorder(prepared.out, s.video)
+        progress = res.ProgressLog(prepared.out / res.PROGRESS_FILE,
+                                   {"suite": s.suite, "checkpoint": str(prepared.source.path),
+                                    "config": s.record(), "episodes": len(prepared.episodes)})
+
+        def finished(result: EpisodeResult) -> None:
+            progress.episode(result)
+            if on_episode:
+                on_episode(result)
+
+        if on_start:
+            on_start(len(prepared.episodes))
+        timings = Timings()
+        try:
+            outcomes = run_episodes(env, policy, prepared.episodes, loop,
+                                    start_video=recorder.start, on_episode=finished,
+                                    timings=timings)
+        finally:
+            progress.close()
+    finally:
+        env.close()
+    return _finish(prepared, outcomes, timings, time.perf_counter() - started, command,
+                   {"versions": versions(), "git": git_state()})
+
+
+def _finish(prepared: Prepared, outcomes: list[EpisodeResult], timings: Timings, wall: float,
+            command: list[str], environment: dict[str, Any]) -> dict[str, Any]:
+    s = prepared.settings
+    _, overall = res.summarize(outcomes, prepared.languages)
+    reference = references_for(prepared.source.model_type, s.suite, overall,
+                               is_full_suite(prepared))
+    data = res.build_results(
+        suite=s.suite, checkpoint=prepared.source.describe(), config=s.record(), seed=s.seed,
+        episodes=outcomes, languages=prepared.languages, wall_time_s=wall,
+        environment={**environment, "command": command, "timing": timings.__dict__},
+        reference=reference)
+    if prepared.other is not None:
+        data["comparison"] = res.compare(data, prepared.other[1], prepared.other[0])
+    write_gallery(prepared.out, data["episodes"], prepared.languages,
+                  f"{s.suite}: {prepared.source.path}")
+    res.write_json_atomic(prepared.out / res.RESULTS_FILE, data)
+    return data

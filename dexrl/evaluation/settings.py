@@ -1,0 +1,195 @@
+"""Every value an evaluation uses, where it came from, and the LIBERO env config built from them.
+
+Defaults: the episode horizon per suite (:mod:`dexrl.catalog`); actions per call and denoising
+steps from the checkpoint's training run when known, else from dexrl's model config group; the
+env config from dexrl's packaged ``env/<suite>.yaml`` (with the run's camera settings when known)
+plus ``key=value`` overrides.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+from omegaconf import DictConfig, OmegaConf
+
+from dexrl.catalog import get_suite
+from dexrl.errors import DexrlError
+from dexrl.evaluation.checkpoints import CheckpointSource, model_defaults
+from dexrl.evaluation.videos import check_mode
+
+# Env keys the eval sets itself (through flags or by design); overriding them would break pairing.
+FLAG_KEYS = {
+    "task_suite_name": "--suite", "seed": "--seed", "total_num_envs": "--num-envs",
+    "max_episode_steps": "--max-episode-steps", "max_steps_per_rollout_epoch":
+    "--max-episode-steps", "task_id_filter": "--tasks", "is_eval": None, "auto_reset": None,
+    "ignore_terminations": None, "use_fixed_reset_state_ids": None,
+    "use_ordered_reset_state_ids": None, "specific_reset_id": None, "group_size": None,
+}
+
+
+@dataclass(frozen=True)
+class EvalSettings:
+    """The values one evaluation runs with (all recorded in results.json ``config``)."""
+
+    suite: str
+    tasks: list[int]
+    episodes_per_task: int
+    num_envs: int
+    seed: int
+    num_steps: int
+    action_chunk: int
+    max_episode_steps: int
+    video: str
+    device: str
+    dtype: str | None
+    env_overrides: list[str]
+    sources: dict[str, str] = field(default_factory=dict)
+
+    def record(self) -> dict[str, Any]:
+        """JSON-ready form for results.json."""
+        return dict(self.__dict__)
+
+
+def resolve_settings(
+    source: CheckpointSource,
+    *,
+    suite: str,
+    tasks: list[int],
+    episodes_per_task: int,
+    num_envs: int | None,
+    seed: int,
+    num_steps: int | None,
+    action_chunk: int | None,
+    max_episode_steps: int | None,
+    video: str,
+    device: str,
+    dtype: str | None,
+    env_overrides: Sequence[str],
+    allow_suite_mismatch: bool = False,
+) -> EvalSettings:
+    """Fill defaults, check every value, and note where each came from.
+
+    Raises:
+        DexrlError: checkpoint/suite mismatch, out-of-range values, unknown device.
+    """
+    suite = get_suite(suite).name
+    trained = source.training
+    if (trained and trained.suite and trained.suite != suite and not allow_suite_mismatch):
+        raise DexrlError(f"the checkpoint was trained on {trained.suite}, not {suite}",
+                         f"evaluate with --suite {trained.suite}, or add --allow-suite-mismatch "
+                         "to evaluate it on another suite on purpose", where="--suite")
+    defaults_chunk, defaults_steps = model_defaults(source.model_type)
+    sources: dict[str, str] = {}
+    model_file = f"dexrl model config model/{source.model_type}.yaml"
+
+    def pick(name: str, given: int | None, trained_value: int | None, default: int) -> int:
+        if given is not None:
+            sources[name] = "command line"
+            return given
+        if trained_value is not None:
+            sources[name] = f"training config ({trained.source})"
+            return trained_value
+        sources[name] = model_file
+        return default
+
+    chunk_size = _chunk_size(source)
+    chunk = pick("action_chunk", action_chunk, trained and trained.num_action_chunks,
+                 defaults_chunk)
+    if action_chunk is None and chunk > chunk_size:  # a default never exceeds the model's chunk
+        chunk = chunk_size
+        sources["action_chunk"] += f", capped at the checkpoint's chunk_size {chunk_size}"
+    steps = pick("num_steps", num_steps, trained and trained.num_steps, defaults_steps)
+    horizon = max_episode_steps
+    sources["max_episode_steps"] = "command line" if horizon else f"suite horizon of {suite}"
+    horizon = horizon or get_suite(suite).horizon
+    total = len(tasks) * episodes_per_task
+    envs = min(num_envs or _default_num_envs(), total)
+    sources["num_envs"] = "command line" if num_envs else "min(CPU cores, episodes)"
+    for name, value, low, high in (("--action-chunk", chunk, 1, chunk_size),
+                                   ("--num-steps", steps, 1, None),
+                                   ("--max-episode-steps", horizon, 1, None),
+                                   ("--num-envs", envs, 1, None)):
+        if value < low or (high is not None and value > high):
+            bound = f"{low}..{high}" if high is not None else f"at least {low}"
+            raise DexrlError(f"{name} is {value}", f"use {bound}", where=name)
+    sources["device"] = "command line" if device != "auto" else "auto (CUDA if visible)"
+    sources["dtype"] = "command line" if dtype else "the checkpoint's weights"
+    return EvalSettings(suite, list(tasks), episodes_per_task, envs, seed, steps, chunk, horizon,
+                        check_mode(video), resolve_device(device), dtype, list(env_overrides),
+                        sources)
+
+
+def _default_num_envs() -> int:
+    import os
+
+    return max(1, os.cpu_count() or 1)
+
+
+def _chunk_size(source: CheckpointSource) -> int:
+    from dexrl.models.checkpoint import read_json
+
+    config = read_json(source.model_dir / "config.json", what="model config")
+    return int(config.get("chunk_size", 50))
+
+
+def resolve_device(device: str) -> str:
+    """``auto`` -> ``cuda`` when a GPU is visible, else ``cpu``; check an explicit choice."""
+    import torch
+
+    if device == "auto":
+        return "cuda" if torch.cuda.is_available() else "cpu"
+    try:
+        parsed = torch.device(device)
+    except (RuntimeError, ValueError):
+        raise DexrlError(f"unknown device '{device}'", "use auto, cpu, cuda or cuda:N",
+                         where="--device") from None
+    if parsed.type == "cuda" and not torch.cuda.is_available():
+        raise DexrlError("--device cuda but no CUDA GPU is visible", "use --device cpu (or auto)",
+                         where="--device")
+    return device
+
+
+def env_config(settings: EvalSettings, source: CheckpointSource) -> DictConfig:
+    """The RLinf LIBERO env config: dexrl's ``env/<suite>.yaml``, the run's camera settings,
+    the eval's own values, then the user's ``key=value`` overrides.
+
+    Raises:
+        DexrlError: an override of an unknown key, of a key a flag controls, or unparsable.
+    """
+    from dexrl.config import conf_dir
+
+    cfg = OmegaConf.load(conf_dir() / "env" / f"{settings.suite}.yaml")
+    trained = source.training
+    if trained and trained.init_params and trained.suite == settings.suite:
+        cfg.init_params = OmegaConf.merge(cfg.init_params, trained.init_params)
+    cfg.video_cfg.video_base_dir = ""  # dexrl records its own videos; RLinf's recorder is unused
+    OmegaConf.set_struct(cfg, True)
+    for item in settings.env_overrides:
+        key, sep, _ = item.partition("=")
+        key = key.strip()
+        if not sep or not key:
+            raise DexrlError("an env override must be key=value", "e.g. "
+                             "init_params.camera_heights=224", where=item)
+        if key.split(".")[0] in FLAG_KEYS:
+            flag = FLAG_KEYS[key.split(".")[0]]
+            raise DexrlError(f"'{key}' is set by dexrl eval itself",
+                             f"use {flag}" if flag else "leave it out: the eval protocol fixes it",
+                             where=item)
+        try:
+            cfg.merge_with_dotlist([item])
+        except Exception as exc:  # omegaconf's errors for unknown keys and bad values
+            raise DexrlError(f"bad env override: {' '.join(str(exc).split()[:12])}",
+                             "use key=value with a key of the LIBERO env config (e.g. "
+                             "init_params.camera_heights=224)", where=item) from None
+    OmegaConf.set_struct(cfg, False)
+    cfg.merge_with({
+        "task_suite_name": settings.suite, "seed": settings.seed,
+        "total_num_envs": settings.num_envs, "max_episode_steps": settings.max_episode_steps,
+        "max_steps_per_rollout_epoch": settings.max_episode_steps,
+        "task_id_filter": list(settings.tasks), "is_eval": True, "auto_reset": False,
+        "ignore_terminations": False, "use_fixed_reset_state_ids": True,
+        "use_ordered_reset_state_ids": True, "specific_reset_id": None, "group_size": 1,
+    })
+    return cfg

@@ -1,0 +1,169 @@
+"""Every --ckpt form, the base checkpoint of RLinf weights, and the adapter's key names."""
+
+from __future__ import annotations
+
+import shutil
+from collections.abc import Callable
+from pathlib import Path
+
+import pytest
+import torch
+from omegaconf import OmegaConf
+
+from dexrl.errors import DexrlError
+from dexrl.evaluation.checkpoints import (
+    WEIGHTS_IN_STEP,
+    load_eval_policy,
+    read_training_weights,
+    resolve_checkpoint,
+)
+
+
+def forms(run: Path) -> list[Path]:
+    step = run / "checkpoints" / "global_step_2"
+    return [run, step, step / WEIGHTS_IN_STEP]
+
+
+def test_rlinf_forms_resolve_to_the_same_checkpoint(tiny_run: Path, tiny_pi0_dir: Path) -> None:
+    for path in forms(tiny_run):
+        source = resolve_checkpoint(path)
+        assert source.form == "rlinf"
+        assert source.weights == (tiny_run / "checkpoints/global_step_2" / WEIGHTS_IN_STEP)
+        assert (source.run_dir, source.step) == (tiny_run, 2)
+        assert source.model_dir == tiny_pi0_dir.resolve()
+        assert source.base_from == f"{tiny_run}/config.yaml"
+        assert source.model_type == "dexbotic_pi0"
+        training = source.training
+        assert (training.suite, training.num_action_chunks, training.num_steps) == (
+            "libero_spatial", 5, 4)
+        assert training.init_params == {"camera_heights": 256, "camera_widths": 256}
+
+
+def test_run_dir_picks_the_newest_step_with_weights(tiny_run: Path, tmp_path: Path) -> None:
+    run = Path(shutil.copytree(tiny_run, tmp_path / "run"))
+    newer = run / "checkpoints" / "global_step_10"
+    (newer / WEIGHTS_IN_STEP).parent.mkdir(parents=True)
+    shutil.copy(run / "checkpoints/global_step_2" / WEIGHTS_IN_STEP, newer / WEIGHTS_IN_STEP)
+    (run / "checkpoints" / "global_step_12" / "actor").mkdir(parents=True)  # save in progress
+    assert resolve_checkpoint(run).step == 10
+
+
+def test_dexbotic_dir(tiny_pi0_dir: Path) -> None:
+    source = resolve_checkpoint(tiny_pi0_dir)
+    assert (source.form, source.weights, source.training) == ("dexbotic", None, None)
+    assert source.describe()["model_dir"] == str(tiny_pi0_dir.resolve())
+
+
+def test_every_form_loads_the_trained_weights(tiny_run: Path, tiny_pi0_dir: Path,
+                                              actions: Callable) -> None:
+    got = [actions(load_eval_policy(resolve_checkpoint(p), "cpu")) for p in forms(tiny_run)]
+    assert torch.equal(got[0], got[1]) and torch.equal(got[0], got[2])
+    base = actions(load_eval_policy(resolve_checkpoint(tiny_pi0_dir), "cpu"))
+    assert not torch.allclose(got[0], base)  # the training weights, not the base's
+
+
+def test_trained_values_replace_every_network_weight(tiny_run: Path) -> None:
+    source = resolve_checkpoint(tiny_run)
+    trained, head = read_training_weights(source.weights)
+    assert set(head) == {"value_head.weight", "value_head.bias"}
+    state = load_eval_policy(source, "cpu").network.state_dict()
+    assert set(state) == set(trained)
+    assert all(torch.equal(state[k], trained[k]) for k in trained)
+
+
+def test_bfloat16_request_casts_the_trained_weights(tiny_run: Path) -> None:
+    policy = load_eval_policy(resolve_checkpoint(tiny_run), "cpu", "bf16")
+    assert policy.network.model.action_out_proj.weight.dtype == torch.bfloat16
+
+
+def test_base_override_and_missing_base(tiny_run: Path, tiny_pi0_dir: Path,
+                                        tmp_path: Path) -> None:
+    run = Path(shutil.copytree(tiny_run, tmp_path / "run"))
+    cfg = OmegaConf.load(run / "config.yaml")
+    cfg.actor.model.model_path = str(tmp_path / "gone")
+    OmegaConf.save(cfg, run / "config.yaml")
+    with pytest.raises(DexrlError, match="does not exist on this machine") as err:
+        resolve_checkpoint(run)
+    assert "--base" in err.value.hint
+    source = resolve_checkpoint(run, base=tiny_pi0_dir)
+    assert (source.model_dir, source.base_from) == (tiny_pi0_dir.resolve(), "--base")
+    cfg.actor.model.model_path = "${oc.env:DEXRL_NO_SUCH_VARIABLE}"
+    OmegaConf.save(cfg, run / "config.yaml")
+    with pytest.raises(DexrlError, match="does not resolve"):
+        resolve_checkpoint(run)
+
+
+def test_loose_weights_file_needs_base(tiny_run: Path, tiny_pi0_dir: Path,
+                                       tmp_path: Path) -> None:
+    loose = Path(shutil.copy(tiny_run / "checkpoints/global_step_2" / WEIGHTS_IN_STEP,
+                             tmp_path / "full_weights.pt"))
+    with pytest.raises(DexrlError, match="cannot find the base checkpoint"):
+        resolve_checkpoint(loose)
+    source = resolve_checkpoint(loose, base=tiny_pi0_dir)
+    assert (source.form, source.run_dir, source.step, source.training) == ("rlinf", None, None,
+                                                                           None)
+
+
+def test_model_type_mismatch(tiny_run: Path, tmp_path: Path) -> None:
+    run = Path(shutil.copytree(tiny_run, tmp_path / "run"))
+    cfg = OmegaConf.load(run / "config.yaml")
+    cfg.actor.model.model_type = "dexbotic_dm0"
+    OmegaConf.save(cfg, run / "config.yaml")
+    with pytest.raises(DexrlError, match="trained model_type dexbotic_dm0"):
+        resolve_checkpoint(run)
+
+
+@pytest.mark.parametrize(
+    ("setup", "message"),
+    [("missing", "does not exist"), ("empty", "not a checkpoint"),
+     ("no_weights", "no checkpoint with full weights"), ("corrupt", "cannot read training"),
+     ("not_tensors", "not a flat state dict"), ("foreign_file", "expected RLinf's")],
+)
+def test_bad_checkpoints(tiny_run: Path, tmp_path: Path, setup: str, message: str) -> None:
+    run = Path(shutil.copytree(tiny_run, tmp_path / "run"))
+    weights = run / "checkpoints/global_step_2" / WEIGHTS_IN_STEP
+    target = run
+    if setup == "missing":
+        target = tmp_path / "nothing"
+    elif setup == "empty":
+        target = tmp_path / "empty"
+        target.mkdir()
+    elif setup == "no_weights":
+        weights.unlink()
+    elif setup == "corrupt":
+        weights.write_bytes(b"not a zip")
+    elif setup == "not_tensors":
+        torch.save({"model.x": [1, 2]}, weights)
+    else:
+        target = tmp_path / "model.txt"
+        target.write_text("x")
+    with pytest.raises(DexrlError, match=message):
+        load_eval_policy(resolve_checkpoint(target), "cpu")
+
+
+def test_training_weights_that_do_not_fit_the_network(tiny_run: Path, tmp_path: Path) -> None:
+    run = Path(shutil.copytree(tiny_run, tmp_path / "run"))
+    weights = run / "checkpoints/global_step_2" / WEIGHTS_IN_STEP
+    state = torch.load(weights, weights_only=True)
+    state["model.extra.weight"] = torch.zeros(2)
+    del state["model.action_out_proj.bias"]
+    torch.save(state, weights)
+    with pytest.raises(DexrlError, match="do not match") as err:
+        load_eval_policy(resolve_checkpoint(run), "cpu")
+    assert any("model.extra.weight" in d for d in err.value.details)
+    assert any("model.action_out_proj.bias" in d for d in err.value.details)
+
+
+def test_fixture_keys_equal_what_the_rlinf_adapter_saves(tiny_run: Path,
+                                                         tiny_pi0_dir: Path) -> None:
+    """RLinf saves the adapter's own state dict; its names must be what eval/export read."""
+    from dexrl.bridge.pi0_policy import build
+    from dexrl.config import compose
+
+    cfg = compose("libero_spatial_ppo_dexbotic_pi0",
+                  ["+smoke=cpu", f"actor.model.model_path={tiny_pi0_dir}"])
+    adapter = build(cfg.actor.model)
+    saved, head = read_training_weights(resolve_checkpoint(tiny_run).weights)
+    assert set(adapter.state_dict()) == set(saved) | set(head)
+    assert {k: v.shape for k, v in adapter.state_dict().items() if k in head} == {
+        k: v.shape for k, v in head.items()}

@@ -1,0 +1,201 @@
+"""dexrl export: Dexbotic layout, key for key; round trip to eval; model card; hub upload."""
+
+from __future__ import annotations
+
+import json
+import shutil
+from collections.abc import Callable
+from pathlib import Path
+
+import pytest
+import torch
+from safetensors import safe_open
+from safetensors.torch import load_file
+
+from dexrl.errors import DexrlError
+from dexrl.evaluation.checkpoints import WEIGHTS_IN_STEP, load_eval_policy, resolve_checkpoint
+from dexrl.evaluation.export import export_checkpoint, push_to_hub
+from dexrl.evaluation.results import build_results, write_json_atomic
+from dexrl.evaluation.runner import EpisodeResult
+from dexrl.models import load_policy
+
+
+@pytest.fixture(scope="module")
+def extras_run(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """A run whose base checkpoint carries the unused tensors real Dexbotic files hold."""
+    from dexrl.testing.checkpoints import write_tiny_pi0
+    from dexrl.testing.rlinf_run import write_tiny_rlinf_run
+
+    root = tmp_path_factory.mktemp("extras")
+    base = write_tiny_pi0(root / "base", seed=3, extra_keys=True)
+    return write_tiny_rlinf_run(root / "run", base, step=7, seed=5)
+
+
+def keys(path: Path) -> dict[str, tuple[int, ...]]:
+    with safe_open(str(path), framework="pt") as handle:
+        return {k: tuple(handle.get_slice(k).get_shape()) for k in handle.keys()}  # noqa: SIM118
+
+
+def test_export_is_a_dexbotic_checkpoint(extras_run: Path, tmp_path: Path,
+                                         actions: Callable) -> None:
+    source = resolve_checkpoint(extras_run)
+    done = export_checkpoint(source, tmp_path / "out")
+    out = done.out
+    base = source.model_dir
+    assert sorted(p.name for p in out.iterdir()) == sorted(
+        ["README.md", "config.json", "dexrl-export.json", "model.safetensors",
+         "norm_stats.json", "preprocessor_config.json", "special_tokens_map.json",
+         "tokenizer.model", "tokenizer_config.json"])
+    for name in ("config.json", "norm_stats.json", "preprocessor_config.json", "tokenizer.model",
+                 "tokenizer_config.json"):
+        assert (out / name).read_bytes() == (base / name).read_bytes(), name
+    assert keys(out / "model.safetensors") == keys(base / "model.safetensors")
+    assert done.from_base and all("embed_tokens" in k or ".head." in k for k in done.from_base)
+    assert not any(k.startswith("value_head") for k in keys(out / "model.safetensors"))
+    # the loader accepts it, and it acts exactly like the training checkpoint
+    assert torch.equal(actions(load_policy(out)), actions(load_eval_policy(source, "cpu")))
+
+
+def test_export_manifest_gives_eval_the_training_settings(extras_run: Path,
+                                                          tmp_path: Path) -> None:
+    out = export_checkpoint(resolve_checkpoint(extras_run), tmp_path / "out").out
+    exported = resolve_checkpoint(out)
+    assert exported.form == "dexbotic"
+    training = exported.training
+    assert (training.suite, training.num_action_chunks, training.num_steps) == (
+        "libero_spatial", 5, 4)
+    manifest = json.loads((out / "dexrl-export.json").read_text())
+    assert manifest["source"]["step"] == 7 and manifest["source"]["run_dir"] == str(extras_run)
+    assert manifest["weights"]["value_head"] is None
+
+
+def test_value_head_kept_beside_the_model(tiny_run: Path, tmp_path: Path) -> None:
+    source = resolve_checkpoint(tiny_run)
+    done = export_checkpoint(source, tmp_path / "out", keep_value_head=True)
+    head = load_file(done.out / "value_head.safetensors")
+    saved = torch.load(source.weights, weights_only=True)
+    assert set(head) == {"value_head.weight", "value_head.bias"}
+    assert all(torch.equal(head[k], saved[k]) for k in head)
+    assert "value_head.weight" not in keys(done.out / "model.safetensors")
+    load_policy(done.out)  # the extra file does not disturb the loader
+
+
+def test_float32_training_of_a_bf16_base_keeps_float32(tmp_path: Path) -> None:
+    from dexrl.testing.checkpoints import write_tiny_pi0
+    from dexrl.testing.rlinf_run import write_tiny_rlinf_run
+
+    base = write_tiny_pi0(tmp_path / "base", dtype=torch.bfloat16)
+    run = write_tiny_rlinf_run(tmp_path / "run", base)
+    weights = run / "checkpoints/global_step_2" / WEIGHTS_IN_STEP
+    torch.save({k: v.float() for k, v in torch.load(weights, weights_only=True).items()},
+               weights)
+    done = export_checkpoint(resolve_checkpoint(run), tmp_path / "out")
+    assert done.dtype == "float32"
+    assert json.loads((done.out / "config.json").read_text())["torch_dtype"] == "float32"
+    assert json.loads((base / "config.json").read_text())["torch_dtype"] == "bfloat16"
+    policy = load_policy(done.out)
+    assert policy.network.model.action_out_proj.weight.dtype == torch.float32
+
+
+def test_out_folder_guard(tiny_run: Path, tmp_path: Path) -> None:
+    source = resolve_checkpoint(tiny_run)
+    out = tmp_path / "out"
+    export_checkpoint(source, out)
+    with pytest.raises(DexrlError, match="not empty") as err:
+        export_checkpoint(source, out)
+    assert "--overwrite" in err.value.hint
+    export_checkpoint(source, out, overwrite=True, keep_value_head=True)
+    assert (out / "value_head.safetensors").is_file()
+    foreign = tmp_path / "home"
+    foreign.mkdir()
+    (foreign / "thesis.tex").write_text("precious")
+    with pytest.raises(DexrlError, match="not a dexrl export"):
+        export_checkpoint(source, foreign, overwrite=True)
+    assert (foreign / "thesis.tex").read_text() == "precious"
+
+
+def test_failed_export_writes_nothing(tiny_run: Path, tmp_path: Path) -> None:
+    run = Path(shutil.copytree(tiny_run, tmp_path / "run"))
+    weights = run / "checkpoints/global_step_2" / WEIGHTS_IN_STEP
+    state = torch.load(weights, weights_only=True)
+    state["model.llm.layers.0.mlp.up_proj.weight"] = torch.zeros(3, 3)
+    torch.save(state, weights)
+    with pytest.raises(DexrlError, match="do not match the base") as err:
+        export_checkpoint(resolve_checkpoint(run), tmp_path / "out")
+    assert any("up_proj" in d for d in err.value.details)
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["run"]
+
+
+def test_dexbotic_checkpoint_is_refused(tiny_pi0_dir: Path, tmp_path: Path) -> None:
+    with pytest.raises(DexrlError, match="already a Dexbotic checkpoint"):
+        export_checkpoint(resolve_checkpoint(tiny_pi0_dir), tmp_path / "out")
+
+
+def results_for(source_path: str, step: int, run_dir: Path, rate_ok: int) -> dict:
+    episodes = [EpisodeResult(0, k, k, k, k < rate_ok, 50, "h", 0) for k in range(4)]
+    return build_results(suite="libero_spatial", checkpoint={"path": source_path, "step": step,
+                                                             "run_dir": str(run_dir)},
+                         config={"max_episode_steps": 220, "action_chunk": 5, "num_steps": 4},
+                         seed=0, episodes=episodes, languages={0: "pick | place"},
+                         wall_time_s=1.0, environment={})
+
+
+def test_model_card_carries_the_newest_results_of_that_step(tiny_run: Path,
+                                                            tmp_path: Path) -> None:
+    run = Path(shutil.copytree(tiny_run, tmp_path / "run"))
+    evals = run / "eval"
+    for name, step, ok in (("a", 2, 3), ("b", 9, 1)):
+        (evals / name).mkdir(parents=True)
+        write_json_atomic(evals / name / "results.json", results_for(str(run), step, run, ok))
+    done = export_checkpoint(resolve_checkpoint(run), tmp_path / "out")
+    card = (done.out / "README.md").read_text()
+    assert done.results == evals / "a" / "results.json"
+    assert "| 0 | pick \\| place | 3/4 | 75.0 %" in card
+    assert "| **all** |  | 3/4 |" in card
+    explicit = tmp_path / "other.json"
+    write_json_atomic(explicit, results_for("x", 1, tmp_path, 1))
+    done = export_checkpoint(resolve_checkpoint(run), tmp_path / "out2", results=explicit)
+    assert "1/4" in (done.out / "README.md").read_text()
+
+
+class LocalHub:
+    """Stands in for huggingface_hub.HfApi: 'uploads' into a local folder."""
+
+    def __init__(self, root: Path) -> None:
+        self.root, self.calls = root, []
+
+    def create_repo(self, repo_id: str, **kwargs: object) -> None:
+        self.calls.append(("create_repo", repo_id, kwargs))
+
+    def upload_folder(self, *, folder_path: str, repo_id: str, **kwargs: object) -> None:
+        self.calls.append(("upload_folder", repo_id, kwargs))
+        shutil.copytree(folder_path, self.root / repo_id, dirs_exist_ok=True)
+
+
+def test_push_to_hub_uploads_the_folder(tiny_run: Path, tmp_path: Path) -> None:
+    done = export_checkpoint(resolve_checkpoint(tiny_run), tmp_path / "out")
+    hub = LocalHub(tmp_path / "hub")
+    url = push_to_hub(done.out, "me/pi0-ppo", private=True, api=hub)
+    assert url.endswith("/me/pi0-ppo")
+    assert hub.calls[0] == ("create_repo", "me/pi0-ppo", {"repo_type": "model", "private": True,
+                                                          "exist_ok": True})
+    uploaded = tmp_path / "hub" / "me" / "pi0-ppo"
+    assert sorted(p.name for p in uploaded.iterdir()) == sorted(p.name for p in
+                                                                done.out.iterdir())
+    load_policy(uploaded)
+
+
+def test_push_to_hub_errors_are_dexrl_errors(tmp_path: Path) -> None:
+    import requests
+    from huggingface_hub.errors import HfHubHTTPError
+
+    class Refusing(LocalHub):
+        def create_repo(self, repo_id: str, **kwargs: object) -> None:
+            response = requests.Response()
+            response.status_code = 401
+            raise HfHubHTTPError("401 Client Error", response=response)
+
+    with pytest.raises(DexrlError, match="refused"):
+        push_to_hub(tmp_path, "me/x", api=Refusing(tmp_path))
+    with pytest.raises(DexrlError, match="not a Hugging Face repo id"):
+        push_to_hub(tmp_path, "not a repo", api=LocalHub(tmp_path))

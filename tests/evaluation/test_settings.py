@@ -1,0 +1,82 @@
+"""Defaults and their sources, checkpoint/suite mismatch, and the LIBERO env config."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from dexrl.errors import DexrlError
+from dexrl.evaluation.checkpoints import resolve_checkpoint
+from dexrl.evaluation.settings import env_config, resolve_settings
+
+ARGS = dict(suite="libero_spatial", tasks=[0, 1], episodes_per_task=3, num_envs=None, seed=0,
+            num_steps=None, action_chunk=None, max_episode_steps=None, video="none",
+            device="cpu", dtype=None, env_overrides=[])
+
+
+def test_rlinf_checkpoint_defaults_come_from_training(tiny_run: Path) -> None:
+    s = resolve_settings(resolve_checkpoint(tiny_run), **ARGS)
+    assert (s.action_chunk, s.num_steps, s.max_episode_steps) == (5, 4, 220)
+    assert s.sources["action_chunk"].startswith("training config")
+    assert s.sources["max_episode_steps"] == "suite horizon of libero_spatial"
+    assert 1 <= s.num_envs <= 6
+
+
+def test_dexbotic_checkpoint_defaults_come_from_the_model_config(tiny_pi0_dir: Path) -> None:
+    s = resolve_settings(resolve_checkpoint(tiny_pi0_dir),
+                         **{**ARGS, "suite": "goal", "num_steps": 2, "num_envs": 50})
+    # the model config's 10 actions per call, capped at the tiny checkpoint's chunk of 8
+    assert (s.suite, s.action_chunk, s.num_steps, s.max_episode_steps) == ("libero_goal", 8,
+                                                                           2, 300)
+    assert s.sources["num_steps"] == "command line"
+    assert s.sources["action_chunk"] == ("dexrl model config model/dexbotic_pi0.yaml, capped "
+                                         "at the checkpoint's chunk_size 8")
+    assert s.num_envs == 6  # never more envs than episodes
+
+
+def test_suite_mismatch(tiny_run: Path) -> None:
+    source = resolve_checkpoint(tiny_run)
+    with pytest.raises(DexrlError, match="trained on libero_spatial, not libero_10") as err:
+        resolve_settings(source, **{**ARGS, "suite": "libero_10"})
+    assert "--allow-suite-mismatch" in err.value.hint
+    s = resolve_settings(source, **{**ARGS, "suite": "libero_10"}, allow_suite_mismatch=True)
+    assert s.suite == "libero_10"
+
+
+@pytest.mark.parametrize(
+    ("change", "message"),
+    [({"suite": "libero_100"}, "unknown suite"), ({"action_chunk": 9}, "--action-chunk is 9"),
+     ({"num_steps": 0}, "--num-steps is 0"), ({"max_episode_steps": -5}, "max-episode-steps"),
+     ({"video": "some"}, "unknown video mode"), ({"device": "tpu"}, "unknown device"),
+     ({"num_envs": -1}, "--num-envs is -1")],
+)
+def test_bad_values(tiny_pi0_dir: Path, change: dict, message: str) -> None:
+    with pytest.raises(DexrlError, match=message):
+        resolve_settings(resolve_checkpoint(tiny_pi0_dir), **{**ARGS, **change})
+
+
+def test_env_config(tiny_run: Path) -> None:
+    source = resolve_checkpoint(tiny_run)
+    s = resolve_settings(source, **{**ARGS, "env_overrides": [
+        "init_params.camera_heights=128", "reset_gripper_open=false"]})
+    cfg = env_config(s, source)
+    assert cfg.task_suite_name == "libero_spatial" and list(cfg.task_id_filter) == [0, 1]
+    assert cfg.init_params.camera_heights == 128 and cfg.init_params.camera_widths == 256
+    assert cfg.reset_gripper_open is False
+    assert (cfg.is_eval, cfg.auto_reset, cfg.ignore_terminations) == (True, False, False)
+    assert cfg.max_episode_steps == 220 and cfg.total_num_envs == s.num_envs
+
+
+@pytest.mark.parametrize(
+    ("item", "message"),
+    [("seed=3", "set by dexrl eval itself"), ("auto_reset=true", "set by dexrl eval"),
+     ("camera=1", "bad env override"), ("init_params.camera_heights", "must be key=value"),
+     ("=3", "must be key=value")],
+)
+def test_env_overrides_rejected(tiny_pi0_dir: Path, item: str, message: str) -> None:
+    source = resolve_checkpoint(tiny_pi0_dir)
+    s = resolve_settings(source, **{**ARGS, "env_overrides": [item]})
+    with pytest.raises(DexrlError, match=message) as err:
+        env_config(s, source)
+    assert err.value.where == item
