@@ -34,7 +34,6 @@ import torch
 from dexrl.bridge.flow_policy import FlowRLPolicy
 from dexrl.models.dm0.network import Dm0Network
 from dexrl.models.dm0.policy import Dm0Policy
-from dexrl.models.transforms import NormMode
 
 
 class Dm0RLPolicy(FlowRLPolicy):
@@ -49,24 +48,12 @@ class Dm0RLPolicy(FlowRLPolicy):
     # The network's units, plus the RMSNorms: in bf16 they are the only fp32 trainable weights
     # (the expert's), and FSDP2 rejects a unit whose trainable parameters mix dtypes.
     _no_split_modules = [*Dm0Network._no_split_modules, "Qwen3RMSNorm"]
+    policy_class = Dm0Policy
 
     @property
     def dm0(self) -> Dm0Policy:
         """The wrapped inference policy."""
         return self.flow
-
-    @classmethod
-    def load_flow_policy(
-        cls,
-        model_path: str,
-        dtype: torch.dtype | None,
-        norm_mode: NormMode,
-        model_max_length: int | None,
-    ) -> Dm0Policy:
-        """Load a DM0 checkpoint on the CPU with the given prompt length (None: the
-        checkpoint's)."""
-        return Dm0Policy.from_checkpoint(model_path, dtype=dtype, norm_mode=norm_mode,
-                                         model_max_length=model_max_length)
 
 
 def build(cfg: Mapping[str, Any], torch_dtype: torch.dtype | None = None) -> Dm0RLPolicy:

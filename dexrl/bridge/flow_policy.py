@@ -2,9 +2,9 @@
 
 :class:`FlowRLPolicy` wraps any loaded :class:`~dexrl.models.pi0.policy.FlowPolicy` and
 implements RLinf 0.3.0's embodied ``BasePolicy``; a model subclass only names its RLinf
-``model_type``, its FSDP units (``_no_split_modules``) and how its checkpoint is loaded
-(:meth:`FlowRLPolicy.load_flow_policy`). :meth:`FlowRLPolicy.from_model_cfg` is the body of
-every ``build(cfg, torch_dtype)`` that :mod:`dexrl.bridge.registry` registers.
+``model_type``, its FSDP units (``_no_split_modules``) and its inference policy class
+(loaded by :meth:`FlowRLPolicy.load_flow_policy`). :meth:`FlowRLPolicy.from_model_cfg` is the
+body of every ``build(cfg, torch_dtype)`` that :mod:`dexrl.bridge.registry` registers.
 
 - ``predict_action_batch(env_obs, mode=None, ...)`` (rollout, no grad): encodes the prefix once,
   runs the denoising chain of :mod:`dexrl.bridge.rl_steps`, and returns env actions
@@ -79,8 +79,8 @@ class FlowRLPolicy(nn.Module, BasePolicy):
     """A flow-matching VLA with a value head, serving RLinf's rollout and PPO training calls.
 
     Subclasses set :attr:`model_type`, ``_no_split_modules`` (RLinf's FSDP units: modules whose
-    own forward runs, or their shards would never be gathered) and implement
-    :meth:`load_flow_policy`.
+    own forward runs, or their shards would never be gathered) and :attr:`policy_class`, the
+    inference policy :meth:`load_flow_policy` loads.
 
     Args:
         policy: A loaded flow policy (network, tokenizer, image preprocessing, norm stats).
@@ -92,6 +92,7 @@ class FlowRLPolicy(nn.Module, BasePolicy):
 
     model_type: ClassVar[str]
     _no_split_modules: ClassVar[list[str]]
+    policy_class: ClassVar[type[FlowPolicy]]
 
     def __init__(self, policy: FlowPolicy, settings: RLSettings) -> None:
         super().__init__()
@@ -128,7 +129,7 @@ class FlowRLPolicy(nn.Module, BasePolicy):
         norm_mode: NormMode,
         model_max_length: int | None,
     ) -> FlowPolicy:
-        """Load this model type's policy on the CPU.
+        """Load this model type's policy (:attr:`policy_class`) on the CPU.
 
         Args:
             model_path: Checkpoint directory (its ``config.json`` names :attr:`model_type`).
@@ -136,7 +137,9 @@ class FlowRLPolicy(nn.Module, BasePolicy):
             norm_mode: State/action normalization.
             model_max_length: Prompt length in tokens; None keeps the checkpoint's.
         """
-        raise NotImplementedError
+        return cls.policy_class.from_checkpoint(
+            model_path, dtype=dtype, norm_mode=norm_mode, model_max_length=model_max_length
+        )
 
     @classmethod
     def from_model_cfg(

@@ -16,8 +16,6 @@ import torch
 from dexrl.bridge.flow_policy import EVAL_NOISE_SEED, FlowRLPolicy
 from dexrl.models.pi0.network import Pi0Network
 from dexrl.models.pi0.policy import Pi0Policy
-from dexrl.models.tokenization import Pi0PromptTokenizer
-from dexrl.models.transforms import NormMode
 
 
 class Pi0RLPolicy(FlowRLPolicy):
@@ -30,25 +28,12 @@ class Pi0RLPolicy(FlowRLPolicy):
 
     model_type = "dexbotic_pi0"
     _no_split_modules = Pi0Network._no_split_modules
+    policy_class = Pi0Policy
 
     @property
     def pi0(self) -> Pi0Policy:
         """The wrapped inference policy."""
         return self.flow
-
-    @classmethod
-    def load_flow_policy(
-        cls,
-        model_path: str,
-        dtype: torch.dtype | None,
-        norm_mode: NormMode,
-        model_max_length: int | None,
-    ) -> Pi0Policy:
-        """Load a π0 checkpoint on the CPU (a set prompt length replaces the checkpoint's)."""
-        policy = Pi0Policy.from_checkpoint(model_path, dtype=dtype, norm_mode=norm_mode)
-        if model_max_length is not None:
-            policy.tokenizer = Pi0PromptTokenizer.from_checkpoint(model_path, model_max_length)
-        return policy
 
 
 def build(cfg: Mapping[str, Any], torch_dtype: torch.dtype | None = None) -> Pi0RLPolicy:

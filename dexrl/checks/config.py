@@ -25,6 +25,15 @@ NORM_MODES = ("mean_std", "quantile")
 DM0_DOCUMENTED_CHUNKS = 10
 COMPONENTS = ("actor", "rollout", "env")
 _RANGE = re.compile(r"^\s*(\d+)\s*(?:-\s*(\d+)\s*)?$")
+# Actor settings that the rollout (and the Dexbotic section) read again under other keys: a set
+# copy must equal the actor's value.
+_MIRRORED_KEYS = {
+    "actor.model.num_action_chunks": (
+        "actor.model.dexbotic.action_chunk",
+        "rollout.model.num_action_chunks",
+    ),
+    "actor.model.num_steps": ("actor.model.dexbotic.num_steps", "rollout.model.num_steps"),
+}
 
 
 @dataclass(frozen=True)
@@ -220,20 +229,13 @@ def check_model(cfg: DictConfig, facts: Facts) -> list[Finding]:
                                 f"differs from actor.model.model_path ({rollout_path!r} vs "
                                 f"{actor_path!r})", "set actor.model.model_path only; the "
                                 "rollout follows it"))
-    chunks = _get(cfg, "actor.model.num_action_chunks")
-    for key in ("actor.model.dexbotic.action_chunk", "rollout.model.num_action_chunks"):
-        other = _get(cfg, key)
-        if other is not None and other != chunks:
-            findings.append(Finding("error", key, f"{other} differs from "
-                                    f"actor.model.num_action_chunks={chunks}",
-                                    "set actor.model.num_action_chunks only"))
-    steps = _get(cfg, "actor.model.num_steps")
-    for key in ("actor.model.dexbotic.num_steps", "rollout.model.num_steps"):
-        other = _get(cfg, key)
-        if other is not None and other != steps:
-            findings.append(Finding("error", key, f"{other} differs from "
-                                    f"actor.model.num_steps={steps}",
-                                    "set actor.model.num_steps only"))
+    for source, copies in _MIRRORED_KEYS.items():
+        value = _get(cfg, source)
+        for key in copies:
+            other = _get(cfg, key)
+            if other is not None and other != value:
+                findings.append(Finding("error", key, f"{other} differs from {source}={value}",
+                                        f"set {source} only"))
     if facts.suite in SUITES:
         horizon = SUITES[facts.suite].horizon
         for split in ("train", "eval"):

@@ -28,8 +28,10 @@ TINY_PROMPT_LENGTH = 16
 FOREIGN_PROCESSOR_PATH = "/mnt/cluster/dexbotic/hf_models/paligemma-3b-pt-224"
 
 
-def _gemma(vocab_size: int, hidden: int, mlp: int) -> dict[str, Any]:
-    return CONFIG_MAPPING["gemma"](
+def tiny_tower(kind: str, vocab_size: int, hidden: int, mlp: int, **extra: Any) -> dict[str, Any]:
+    """A tiny HF decoder config dict of ``model_type`` ``kind`` (2 layers, 2 heads of 16, 1 KV
+    head: the layout π0 and DM0 towers must share), with ``extra`` settings."""
+    return CONFIG_MAPPING[kind](
         vocab_size=vocab_size,
         hidden_size=hidden,
         intermediate_size=mlp,
@@ -37,10 +39,20 @@ def _gemma(vocab_size: int, hidden: int, mlp: int) -> dict[str, Any]:
         num_attention_heads=2,
         num_key_value_heads=1,
         head_dim=16,
+        **extra,
+    ).to_dict()
+
+
+def _gemma(vocab_size: int, hidden: int, mlp: int) -> dict[str, Any]:
+    return tiny_tower(
+        "gemma",
+        vocab_size,
+        hidden,
+        mlp,
         hidden_act="gelu_pytorch_tanh",
         hidden_activation="gelu_pytorch_tanh",
         rope_theta=1e4,
-    ).to_dict()
+    )
 
 
 def tiny_pi0_config(
@@ -60,13 +72,8 @@ def tiny_pi0_config(
     for sub in (llm, vision):
         sub.pop("dtype", None)  # transformers < 4.56 (which Dexbotic used) writes torch_dtype
         sub["torch_dtype"] = dtype_name
-    merged = {k: v for k, v in llm.items() if k != "model_type"}  # Dexbotic's _merge_llm
-    return {
-        **merged,
-        "model_type": "dexbotic_pi0",
-        "architectures": ["Pi0ForCausalLM"],
-        "llm_config": llm,
-        "action_config": _gemma(vocab_size, hidden=16, mlp=32),
+    expert = _gemma(vocab_size, hidden=16, mlp=32)
+    return dexbotic_config("dexbotic_pi0", "Pi0ForCausalLM", llm, expert, {
         "vision_config": vision,
         "processor_config": FOREIGN_PROCESSOR_PATH,
         "mm_projector_type": projector,
@@ -78,6 +85,26 @@ def tiny_pi0_config(
         "init_llm_weights": False,
         "torch_dtype": dtype_name,
         "use_cache": False,
+    })
+
+
+def dexbotic_config(
+    model_type: str,
+    architecture: str,
+    llm: dict[str, Any],
+    expert: dict[str, Any],
+    fields: dict[str, Any],
+) -> dict[str, Any]:
+    """A Dexbotic ``config.json``: the LLM's fields at the top level (Dexbotic's ``_merge_llm``),
+    ``model_type``, ``architectures``, both tower sub-configs, then ``fields``."""
+    merged = {k: v for k, v in llm.items() if k != "model_type"}
+    return {
+        **merged,
+        "model_type": model_type,
+        "architectures": [architecture],
+        "llm_config": llm,
+        "action_config": expert,
+        **fields,
     }
 
 
@@ -134,12 +161,10 @@ def write_tiny_pi0(
     write_norm_stats(path, seed, wrapped=wrapped_norm_stats)
     dtype_name = str(dtype).removeprefix("torch.")
     raw = tiny_pi0_config(vocab, projector=projector, chunk_size=chunk_size, dtype_name=dtype_name)
-    (path / "config.json").write_text(json.dumps(raw, indent=2) + "\n")
     state = random_weights(Pi0Config.from_dict(raw), seed)
     if extra_keys:
         state.update(_unused_tensors(raw, seed))
-    save_weights(path, {k: v.to(dtype).contiguous() for k, v in state.items()}, shards)
-    return path
+    return save_checkpoint(path, raw, state, dtype=dtype, shards=shards)
 
 
 def _unused_tensors(raw: dict[str, Any], seed: int) -> dict[str, torch.Tensor]:
@@ -154,6 +179,21 @@ def _unused_tensors(raw: dict[str, Any], seed: int) -> dict[str, torch.Tensor]:
         head + "mlp.fc1.weight": (raw["vision_config"]["intermediate_size"], vision),
     }
     return {k: torch.randn(s, generator=generator) for k, s in shapes.items()}
+
+
+def save_checkpoint(
+    path: Path,
+    raw: dict[str, Any],
+    state: dict[str, torch.Tensor],
+    *,
+    dtype: torch.dtype,
+    shards: int,
+) -> Path:
+    """Write ``config.json`` (``raw``) and ``state`` cast to ``dtype`` (see :func:`save_weights`)
+    into ``path``; returns ``path``."""
+    (path / "config.json").write_text(json.dumps(raw, indent=2) + "\n")
+    save_weights(path, {k: v.to(dtype).contiguous() for k, v in state.items()}, shards)
+    return path
 
 
 def save_weights(path: Path, state: dict[str, torch.Tensor], shards: int) -> None:

@@ -15,13 +15,17 @@ from typing import Any
 
 import torch
 from tokenizers import Tokenizer, decoders, models, normalizers, pre_tokenizers, trainers
-from transformers import CONFIG_MAPPING
 
 from dexrl.models.dm0.config import PROJECTOR_TYPE, VISION_TOWER, Dm0Config
 from dexrl.models.dm0.network import Dm0Network
 from dexrl.models.dm0.tokenization import SYSTEM_PROMPT, USER_ROLE
 from dexrl.models.dm0.vision import PeVisionConfig
-from dexrl.testing.checkpoints import random_state, save_weights
+from dexrl.testing.checkpoints import (
+    dexbotic_config,
+    random_state,
+    save_checkpoint,
+    tiny_tower,
+)
 from dexrl.testing.files import task_corpus, write_norm_stats
 
 TINY_VISION = PeVisionConfig(image_size=56, patch_size=7, width=16, layers=2, heads=2)
@@ -82,17 +86,7 @@ def write_qwen_tokenizer(
 
 
 def _qwen3(vocab_size: int, hidden: int, mlp: int) -> dict[str, Any]:
-    config = CONFIG_MAPPING["qwen3"](
-        vocab_size=vocab_size,
-        hidden_size=hidden,
-        intermediate_size=mlp,
-        num_hidden_layers=2,
-        num_attention_heads=2,
-        num_key_value_heads=1,
-        head_dim=16,
-        rope_theta=1e6,
-        tie_word_embeddings=False,
-    ).to_dict()
+    config = tiny_tower("qwen3", vocab_size, hidden, mlp, rope_theta=1e6, tie_word_embeddings=False)
     config.pop("dtype", None)  # transformers < 4.56 (which Dexbotic used) writes torch_dtype
     return config
 
@@ -105,13 +99,7 @@ def tiny_dm0_config(
     expert = _qwen3(vocab_size, hidden=16, mlp=32)
     for sub in (llm, expert):
         sub["torch_dtype"] = dtype_name
-    merged = {k: v for k, v in llm.items() if k != "model_type"}  # Dexbotic's _merge_llm
-    return {
-        **merged,
-        "model_type": "dexbotic_dm0",
-        "architectures": ["DM0ForCausalLM"],
-        "llm_config": llm,
-        "action_config": expert,
+    return dexbotic_config("dexbotic_dm0", "DM0ForCausalLM", llm, expert, {
         "processor_config": FOREIGN_PROCESSOR_PATH,
         "mm_vision_tower": VISION_TOWER,
         "mm_projector_type": PROJECTOR_TYPE,
@@ -124,7 +112,7 @@ def tiny_dm0_config(
         "init_llm_weights": False,
         "torch_dtype": dtype_name,
         "use_cache": False,
-    }
+    })
 
 
 def write_tiny_dm0(
@@ -139,15 +127,9 @@ def write_tiny_dm0(
 ) -> Path:
     """Write a tiny random Dexbotic DM0 checkpoint directory and return its path.
 
-    Args:
-        path: Directory to create (may exist).
-        seed: Seeds weights and norm stats.
-        shards: 1 writes ``model.safetensors``; more write shards and the index.
-        dtype: Dtype the weights are saved in.
-        wrapped_norm_stats: Write ``norm_stats.json`` under a ``"norm_stats"`` key.
-        chunk_size: Actions per chunk.
-        extra_keys: Also save the unused LM heads Dexbotic's DM0 checkpoints hold (top-level
-            ``lm_head`` and ``model.action_expert.lm_head``).
+    The arguments are those of :func:`~dexrl.testing.checkpoints.write_tiny_pi0` (DM0 has a
+    fixed projector), except that ``extra_keys`` (default on) saves the unused LM heads Dexbotic's
+    DM0 checkpoints hold (top-level ``lm_head`` and ``model.action_expert.lm_head``).
     """
     path = Path(path)
     path.mkdir(parents=True, exist_ok=True)
@@ -157,7 +139,6 @@ def write_tiny_dm0(
     write_norm_stats(path, seed, wrapped=wrapped_norm_stats)
     dtype_name = str(dtype).removeprefix("torch.")
     raw = tiny_dm0_config(vocab, chunk_size=chunk_size, dtype_name=dtype_name)
-    _write_json(path / "config.json", raw)
     config = Dm0Config.from_dict(raw)
     torch.manual_seed(seed)
     state = random_state(Dm0Network(config), seed)
@@ -167,8 +148,7 @@ def write_tiny_dm0(
         state["model.action_expert.lm_head.weight"] = torch.randn(
             vocab, config.expert.hidden_size, generator=generator
         )
-    save_weights(path, {k: v.to(dtype).contiguous() for k, v in state.items()}, shards)
-    return path
+    return save_checkpoint(path, raw, state, dtype=dtype, shards=shards)
 
 
 def _write_json(path: Path, content: Any) -> None:

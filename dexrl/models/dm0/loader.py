@@ -7,15 +7,9 @@ from pathlib import Path
 
 import torch
 
-from dexrl.models.checkpoint import (
-    build_and_load,
-    checkpoint_dtype,
-    read_state_dict,
-    weight_files,
-)
 from dexrl.models.dm0.config import Dm0Config
 from dexrl.models.dm0.network import Dm0Network
-from dexrl.models.pi0.projector import check_projector
+from dexrl.models.pi0.loader import load_weights
 
 # Checkpoint entries Dexbotic saves but never uses: the LM heads of the LLM (top level) and of the
 # expert (a Qwen3 causal LM whose logits nothing reads), and the expert's token embeddings should
@@ -38,7 +32,6 @@ FLOAT32_KEYS = (
     "model.action_expert.model.*_norm.weight",
     "model.action_expert.model.norm.weight",
 )
-_LOW_PRECISION = (torch.bfloat16, torch.float16)
 
 
 def keeps_float32(key: str) -> bool:
@@ -55,35 +48,16 @@ def load_dm0_network(
 ) -> Dm0Network:
     """Load the DM0 network of ``ckpt_dir`` in eval mode.
 
-    Args:
-        ckpt_dir: Dexbotic checkpoint directory (config.json + safetensors).
-        device: Where the weights go (read there directly).
-        dtype: Floating dtype of the weights; None keeps the checkpoint's (that of the first LLM
-            layer when the file mixes dtypes). In bf16 the :data:`FLOAT32_KEYS` stay float32.
-        config: Already parsed ``config.json`` (read from ``ckpt_dir`` when None).
-
-    Raises:
-        DexrlError: missing/corrupt files, a config that disagrees with the weights, missing,
-            unexpected or mis-shaped weights.
+    Arguments and errors are those of :func:`~dexrl.models.pi0.loader.load_pi0_network`, except
+    that with ``dtype`` bf16 (or fp16) the :data:`FLOAT32_KEYS` stay float32.
     """
-    ckpt_dir = Path(ckpt_dir)
     config = config or Dm0Config.from_dir(ckpt_dir)
-    files = weight_files(ckpt_dir)
-    state, _ = read_state_dict(files, device=device)
-    check_projector(config.projector_type, config.projector_bias, state, source=config.source)
-    target = dtype or checkpoint_dtype(state)
-    state = {
-        key: value.to(_dtype_for(key, target)) if value.is_floating_point() else value
-        for key, value in state.items()
-    }
-    return build_and_load(
+    return load_weights(
+        ckpt_dir,
+        config,
         lambda: Dm0Network(config),
-        state,
-        files,
-        allowed_extra=ALLOWED_EXTRA_KEYS,
+        ALLOWED_EXTRA_KEYS,
         device=device,
+        dtype=dtype,
+        keeps_float32=keeps_float32,
     )
-
-
-def _dtype_for(key: str, target: torch.dtype) -> torch.dtype:
-    return torch.float32 if target in _LOW_PRECISION and keeps_float32(key) else target

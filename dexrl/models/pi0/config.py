@@ -5,7 +5,7 @@ from __future__ import annotations
 import re
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import Any, Self
 
 from transformers import CONFIG_MAPPING, PretrainedConfig
 
@@ -23,15 +23,18 @@ _SUB_CONFIGS = {
 
 
 @dataclass
-class Pi0Config:
-    """What the π0 network needs from ``config.json``.
+class FlowConfig:
+    """What a flow-matching network (π0, DM0) needs from ``config.json``.
+
+    Subclasses implement :meth:`from_dict` for their ``model_type`` and build themselves with
+    :meth:`from_parts`.
 
     Attributes:
-        llm: Gemma config of the prefix LLM (``vocab_size`` = the merged top-level value).
-        expert: Gemma config of the action expert.
-        vision: SigLIP vision config (``vision_use_head`` forced off: the head is never used).
-        projector_type: ``linear``, ``linear<N>x`` or ``mlp<N>x_gelu``.
-        projector_bias: Bias of a ``linear<N>x`` projector (``linear``/``mlp`` always have one).
+        llm: HF config of the prefix LLM (``vocab_size`` = the merged top-level value).
+        expert: HF config of the action expert.
+        vision: Config of the vision tower.
+        projector_type: ``mm_projector_type`` of the vision-to-LLM projector.
+        projector_bias: ``projector_bias`` (default off).
         action_dim: Width of model actions and states (32).
         chunk_size: Actions per chunk (50).
         source: The file this came from, for error messages.
@@ -40,7 +43,7 @@ class Pi0Config:
 
     llm: PretrainedConfig
     expert: PretrainedConfig
-    vision: PretrainedConfig
+    vision: Any
     projector_type: str
     projector_bias: bool
     action_dim: int
@@ -49,24 +52,60 @@ class Pi0Config:
     raw: dict[str, Any]
 
     @classmethod
-    def from_dir(cls, ckpt_dir: str | Path) -> Pi0Config:
+    def from_dir(cls, ckpt_dir: str | Path) -> Self:
         """Read ``<ckpt_dir>/config.json``."""
         path = Path(ckpt_dir) / "config.json"
         return cls.from_dict(read_json(path, what="model config"), source=str(path))
 
     @classmethod
-    def from_dict(cls, data: dict[str, Any], *, source: str = "config.json") -> Pi0Config:
-        """Validate a parsed ``config.json`` of a Dexbotic π0 checkpoint."""
-        if data.get("model_type") != MODEL_TYPE:
-            raise DexrlError(
-                f"model_type is {data.get('model_type')!r}, expected {MODEL_TYPE!r}",
-                hint="point at a Dexbotic π0 checkpoint (config.json model_type dexbotic_pi0)",
-                where=source,
-            )
-        subs = {key: sub_config(data, key, kind, source) for key, kind in _SUB_CONFIGS.items()}
-        llm, expert, vision = subs["llm_config"], subs["action_config"], subs["vision_config"]
+    def from_dict(cls, data: dict[str, Any], *, source: str = "config.json") -> Self:
+        """Validate a parsed ``config.json`` of this model type."""
+        raise NotImplementedError
+
+    @classmethod
+    def from_parts(
+        cls,
+        data: dict[str, Any],
+        source: str,
+        *,
+        llm: PretrainedConfig,
+        expert: PretrainedConfig,
+        vision: Any,
+        projector_type: str,
+    ) -> Self:
+        """The config of validated towers, with the top-level fields both models share."""
         if "vocab_size" in data:  # Dexbotic resizes the LLM embeddings to the merged value
             llm.vocab_size = int(data["vocab_size"])
+        return cls(
+            llm=llm,
+            expert=expert,
+            vision=vision,
+            projector_type=projector_type,
+            projector_bias=bool(data.get("projector_bias", False)),
+            action_dim=positive_int(data, "action_dim", 32, source),
+            chunk_size=positive_int(data, "chunk_size", 50, source),
+            source=source,
+            raw=data,
+        )
+
+
+@dataclass
+class Pi0Config(FlowConfig):
+    """What the π0 network needs from ``config.json``: Gemma towers and a SigLIP vision config
+    (``vision_use_head`` forced off: the head is never used).
+
+    ``projector_type`` is ``linear``, ``linear<N>x`` or ``mlp<N>x_gelu``; ``projector_bias`` is the
+    bias of a ``linear<N>x`` projector (``linear``/``mlp`` always have one).
+    """
+
+    vision: PretrainedConfig
+
+    @classmethod
+    def from_dict(cls, data: dict[str, Any], *, source: str = "config.json") -> Pi0Config:
+        """Validate a parsed ``config.json`` of a Dexbotic π0 checkpoint."""
+        check_model_type(data, MODEL_TYPE, "π0", source)
+        subs = {key: sub_config(data, key, kind, source) for key, kind in _SUB_CONFIGS.items()}
+        llm, expert, vision = subs["llm_config"], subs["action_config"], subs["vision_config"]
         vision.vision_use_head = False
         projector = data.get("mm_projector_type") or DEFAULT_PROJECTOR
         if not isinstance(projector, str) or not _PROJECTOR_PATTERN.fullmatch(projector):
@@ -76,16 +115,18 @@ class Pi0Config:
                 where=source,
             )
         check_towers_match(llm, expert, source)
-        return cls(
-            llm=llm,
-            expert=expert,
-            vision=vision,
-            projector_type=projector,
-            projector_bias=bool(data.get("projector_bias", False)),
-            action_dim=positive_int(data, "action_dim", 32, source),
-            chunk_size=positive_int(data, "chunk_size", 50, source),
-            source=source,
-            raw=data,
+        return cls.from_parts(
+            data, source, llm=llm, expert=expert, vision=vision, projector_type=projector
+        )
+
+
+def check_model_type(data: dict[str, Any], expected: str, model: str, source: str) -> None:
+    """Fail unless ``config.json`` says ``model_type`` ``expected`` (``model``: its short name)."""
+    if data.get("model_type") != expected:
+        raise DexrlError(
+            f"model_type is {data.get('model_type')!r}, expected {expected!r}",
+            hint=f"point at a Dexbotic {model} checkpoint (config.json model_type {expected})",
+            where=source,
         )
 
 

@@ -2,17 +2,19 @@
 
 from __future__ import annotations
 
+from collections.abc import Callable, Iterable
 from pathlib import Path
 
 import torch
 
 from dexrl.models.checkpoint import (
+    NetworkT,
     build_and_load,
     checkpoint_dtype,
     read_state_dict,
     weight_files,
 )
-from dexrl.models.pi0.config import Pi0Config
+from dexrl.models.pi0.config import FlowConfig, Pi0Config
 from dexrl.models.pi0.network import Pi0Network
 from dexrl.models.pi0.projector import check_projector
 
@@ -22,6 +24,7 @@ ALLOWED_EXTRA_KEYS = (
     "model.action_expert.embed_tokens.*",
     "model.mm_vision_tower.vision_tower.vision_model.head.*",
 )
+_LOW_PRECISION = (torch.bfloat16, torch.float16)
 
 
 def load_pi0_network(
@@ -44,9 +47,38 @@ def load_pi0_network(
         DexrlError: missing/corrupt files, a config that disagrees with the weights, missing,
             unexpected or mis-shaped weights.
     """
-    ckpt_dir = Path(ckpt_dir)
     config = config or Pi0Config.from_dir(ckpt_dir)
-    files = weight_files(ckpt_dir)
+    return load_weights(
+        ckpt_dir, config, lambda: Pi0Network(config), ALLOWED_EXTRA_KEYS, device=device, dtype=dtype
+    )
+
+
+def load_weights(
+    ckpt_dir: str | Path,
+    config: FlowConfig,
+    build: Callable[[], NetworkT],
+    allowed_extra: Iterable[str],
+    *,
+    device: str | torch.device,
+    dtype: torch.dtype | None,
+    keeps_float32: Callable[[str], bool] | None = None,
+) -> NetworkT:
+    """Load ``ckpt_dir``'s weights key for key into ``build()``, in eval mode.
+
+    Shared by the π0 and DM0 loaders: checks the projector weights against ``config``, casts
+    floating weights to ``dtype`` (None: the checkpoint's) and loads strictly, tolerating the
+    unused ``allowed_extra`` keys.
+
+    Args:
+        ckpt_dir: Dexbotic checkpoint directory.
+        config: Its parsed ``config.json``.
+        build: Makes the empty network (called on the meta device).
+        allowed_extra: Patterns of checkpoint keys the network does not have.
+        device: Where the weights go (read there directly).
+        dtype: Floating dtype of the weights.
+        keeps_float32: Keys that stay float32 when ``dtype`` is bf16 or fp16 (None: none).
+    """
+    files = weight_files(Path(ckpt_dir))
     state, _ = read_state_dict(files, device=device)
     check_projector(
         config.projector_type,
@@ -56,11 +88,10 @@ def load_pi0_network(
         given=bool(config.raw.get("mm_projector_type")),
     )
     target = dtype or checkpoint_dtype(state)
-    state = {k: v.to(target) if v.is_floating_point() else v for k, v in state.items()}
-    return build_and_load(
-        lambda: Pi0Network(config),
-        state,
-        files,
-        allowed_extra=ALLOWED_EXTRA_KEYS,
-        device=device,
-    )
+
+    def cast(key: str) -> torch.dtype:
+        keep = keeps_float32 is not None and target in _LOW_PRECISION and keeps_float32(key)
+        return torch.float32 if keep else target
+
+    state = {k: v.to(cast(k)) if v.is_floating_point() else v for k, v in state.items()}
+    return build_and_load(build, state, files, allowed_extra=allowed_extra, device=device)

@@ -2,9 +2,9 @@
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
-from typing import Any, Protocol
+from typing import Any, ClassVar, Protocol, Self
 
 import numpy as np
 import torch
@@ -42,7 +42,8 @@ class PromptTokenizer(Protocol):
 class FlowPolicy:
     """A loaded flow-matching VLA with its tokenizer, image preprocessing and norm statistics.
 
-    Shared by π0 and DM0; subclasses add ``from_checkpoint``.
+    Shared by π0 and DM0; subclasses set :attr:`load_network` and :attr:`load_tokenizer` and
+    implement :meth:`load_images`, which :meth:`from_checkpoint` uses.
 
     Args:
         network: The network (its device and dtype are used as they are).
@@ -78,6 +79,44 @@ class FlowPolicy:
         self.images = images
         self.norm_stats = norm_stats
         self.norm_mode = norm_mode
+
+    # The model's loaders: (ckpt_dir, *, device, dtype, config) -> network in eval mode, and
+    # (ckpt_dir, model_max_length or None) -> prompt tokenizer.
+    load_network: ClassVar[Callable[..., MoTFlowNetwork]]
+    load_tokenizer: ClassVar[Callable[[Path, int | None], PromptTokenizer]]
+
+    @classmethod
+    def load_images(cls, ckpt_dir: Path, config: Any) -> ImagePreprocessor:
+        """The image preprocessing of this model type for ``ckpt_dir``."""
+        raise NotImplementedError
+
+    @classmethod
+    def from_checkpoint(
+        cls,
+        ckpt_dir: str | Path,
+        *,
+        device: str | torch.device = "cpu",
+        dtype: torch.dtype | None = None,
+        config: Any = None,
+        norm_mode: NormMode = "mean_std",
+        model_max_length: int | None = None,
+    ) -> Self:
+        """Load network, tokenizer, image preprocessing and norm stats from a checkpoint directory.
+
+        Args:
+            ckpt_dir: Dexbotic checkpoint directory.
+            device: Where the weights go.
+            dtype: Floating dtype of the weights; None keeps the checkpoint's.
+            config: Already parsed ``config.json`` of this model type (read when None).
+            norm_mode: State/action normalization.
+            model_max_length: Prompt length in tokens; None keeps ``tokenizer_config.json``'s.
+        """
+        ckpt_dir = Path(ckpt_dir)
+        network = cls.load_network(ckpt_dir, device=device, dtype=dtype, config=config)
+        tokenizer = cls.load_tokenizer(ckpt_dir, model_max_length)
+        images = cls.load_images(ckpt_dir, network.config)
+        norm_stats = NormStats.from_file(ckpt_dir / "norm_stats.json")
+        return cls(network, tokenizer, images, norm_stats, norm_mode)
 
     @property
     def device(self) -> torch.device:
@@ -147,33 +186,21 @@ class FlowPolicy:
 
 
 class Pi0Policy(FlowPolicy):
-    """A loaded π0 with its tokenizer, image preprocessing and normalization statistics."""
+    """A loaded π0 with its tokenizer, image preprocessing and normalization statistics.
+
+    :meth:`~FlowPolicy.from_checkpoint` reads the preprocessor from ``ckpt_dir`` itself;
+    config.json's ``processor_config`` names a path on the machine the checkpoint was trained on
+    and is ignored.
+    """
 
     network: Pi0Network
+    load_network = staticmethod(load_pi0_network)
+    load_tokenizer = staticmethod(Pi0PromptTokenizer.from_checkpoint)
 
     @classmethod
-    def from_checkpoint(
-        cls,
-        ckpt_dir: str | Path,
-        *,
-        device: str | torch.device = "cpu",
-        dtype: torch.dtype | None = None,
-        config: Pi0Config | None = None,
-        norm_mode: NormMode = "mean_std",
-    ) -> Pi0Policy:
-        """Load network, tokenizer, preprocessor and norm stats from the checkpoint directory.
-
-        The preprocessor is read from ``ckpt_dir`` itself; config.json's ``processor_config``
-        names a path on the machine the checkpoint was trained on and is ignored.
-        """
-        ckpt_dir = Path(ckpt_dir)
-        return cls(
-            load_pi0_network(ckpt_dir, device=device, dtype=dtype, config=config),
-            Pi0PromptTokenizer.from_checkpoint(ckpt_dir),
-            ImagePreprocessor.from_checkpoint(ckpt_dir),
-            NormStats.from_file(ckpt_dir / "norm_stats.json"),
-            norm_mode,
-        )
+    def load_images(cls, ckpt_dir: Path, config: Pi0Config) -> ImagePreprocessor:
+        """The ``preprocessor_config.json`` of ``ckpt_dir``."""
+        return ImagePreprocessor.from_checkpoint(ckpt_dir)
 
 
 def as_frames(images: Any) -> torch.Tensor | np.ndarray:
