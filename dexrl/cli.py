@@ -11,7 +11,11 @@ from dexrl.errors import DexrlError
 
 
 class _DexrlGroup(TyperGroup):
-    """Renders every expected failure (DexrlError) once: ``error:``/``hint:`` on stderr, exit 2."""
+    """Renders every expected failure once: ``error:``/``hint:`` on stderr, exit 2.
+
+    That covers DexrlError from any command and click's usage errors (unknown verbs and flags,
+    missing or invalid values).
+    """
 
     def invoke(self, ctx):  # noqa: ANN001, ANN201 - click's signature
         try:
@@ -19,6 +23,14 @@ class _DexrlGroup(TyperGroup):
         except DexrlError as exc:
             typer.echo(exc.render(), err=True)
             raise typer.Exit(exc.exit_code) from None
+        except typer.TyperException as exc:  # click's usage errors (typer vendors click)
+            if getattr(exc, "exit_code", None) != 2 or type(exc).__name__ == "NoArgsIsHelpError":
+                raise
+            sub = getattr(exc, "ctx", None)
+            where = sub.command_path if sub is not None else ctx.command_path
+            typer.echo(f"error: {where}: {exc.format_message()}\n"
+                       f"hint: `{where} --help` lists the flags and examples", err=True)
+            raise typer.Exit(2) from None
 
 
 app = typer.Typer(

@@ -60,3 +60,19 @@ def test_help_and_validate_do_not_import_heavy_stacks(tmp_path) -> None:
     )
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
     assert out.stdout.strip() == ""
+
+
+USAGE_ERRORS = [
+    (["validate", "--bogus"], "error: dexrl validate: No such option: --bogus"),
+    (["trian"], "error: dexrl: No such command 'trian'. Did you mean 'train'?"),
+    (["validate", "--gpus-per-node", "0"], "Invalid value for '--gpus-per-node'"),
+]
+
+
+def test_usage_errors_are_one_error_and_one_hint() -> None:
+    for args, message in USAGE_ERRORS:
+        result = runner.invoke(app, args)
+        assert result.exit_code == 2
+        lines = result.stderr.strip().splitlines()
+        assert len(lines) == 2 and message in lines[0], result.stderr
+        assert lines[1].startswith("hint: `dexrl")
