@@ -15,8 +15,7 @@ from pathlib import Path
 from dexrl.checks import Finding, errors
 from dexrl.checks.weights import WeightStats, check_pi0_tensors, findings_from, read_weights
 from dexrl.errors import DexrlError
-
-SUPPORTED_MODEL_TYPES = ("dexbotic_pi0", "dexbotic_dm0")
+from dexrl.models import SUPPORTED_MODEL_TYPES
 
 # Tokenizer files per model type: any one of each tuple must exist.
 _TOKENIZER_FILES: dict[str, tuple[tuple[str, ...], ...]] = {

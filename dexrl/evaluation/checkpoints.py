@@ -26,6 +26,7 @@ import torch
 from omegaconf import OmegaConf
 
 from dexrl.errors import DexrlError
+from dexrl.models import checkpoint_model_type
 
 WEIGHTS_IN_STEP = Path("actor") / "model_state_dict" / "full_weights.pt"
 EXPORT_MANIFEST = "dexrl-export.json"
@@ -131,7 +132,7 @@ def _dexbotic_source(path: Path) -> CheckpointSource:
     download = _download_manifest(path)
     if download is not None:
         provenance["download"] = download
-    return CheckpointSource("dexbotic", path, path, _model_type(path), training=training,
+    return CheckpointSource("dexbotic", path, path, checkpoint_model_type(path), training=training,
                             provenance=provenance)
 
 
@@ -160,7 +161,7 @@ def _rlinf_source(given: Path, weights: Path, step_dir: Path | None,
         raise DexrlError(f"the base checkpoint (from {base_from}) has no config.json",
                          "pass the checkpoint the run started from with --base",
                          where=str(model_dir))
-    model_type = _model_type(model_dir)
+    model_type = checkpoint_model_type(model_dir)
     trained_type = OmegaConf.select(cfg, "actor.model.model_type") if cfg is not None else None
     if trained_type is not None and trained_type != model_type:
         raise DexrlError(f"the run trained model_type {trained_type} but the base checkpoint is "
@@ -238,19 +239,6 @@ def _training_from_config(cfg: Any, run_dir: Path) -> TrainingInfo:
         init_params=OmegaConf.to_container(init_params) if init_params is not None else None,
         source=f"{run_dir}/config.yaml",
     )
-
-
-def _model_type(model_dir: Path) -> str:
-    from dexrl.models import SUPPORTED_MODEL_TYPES
-    from dexrl.models.checkpoint import read_json
-
-    config = model_dir / "config.json"
-    model_type = read_json(config, what="model config").get("model_type")
-    if model_type not in SUPPORTED_MODEL_TYPES:
-        raise DexrlError(f"model_type {model_type!r} is not supported",
-                         f"use a checkpoint of type {', '.join(SUPPORTED_MODEL_TYPES)}",
-                         where=str(config))
-    return model_type
 
 
 def _download_manifest(model_dir: Path) -> dict[str, Any] | None:

@@ -19,6 +19,22 @@ SUPPORTED_MODEL_TYPES = ("dexbotic_pi0", "dexbotic_dm0")
 _DTYPE_NAMES = {"float32": "float32", "fp32": "float32", "bfloat16": "bfloat16", "bf16": "bfloat16"}
 
 
+def checkpoint_model_type(ckpt_dir: str | Path) -> str:
+    """The ``model_type`` of a checkpoint's config.json; DexrlError when dexrl cannot load it."""
+    from dexrl.errors import DexrlError
+    from dexrl.models.checkpoint import read_json
+
+    config_path = Path(ckpt_dir) / "config.json"
+    model_type = read_json(config_path, what="model config").get("model_type")
+    if model_type not in SUPPORTED_MODEL_TYPES:
+        raise DexrlError(
+            f"model_type {model_type!r} is not supported",
+            hint=f"use a checkpoint of type {', '.join(SUPPORTED_MODEL_TYPES)}",
+            where=str(config_path),
+        )
+    return model_type
+
+
 def load_policy(
     ckpt_dir: str | Path,
     device: str | torch.device = "cpu",
@@ -43,17 +59,7 @@ def load_policy(
     Raises:
         DexrlError: unsupported model type, bad dtype name, missing or inconsistent files.
     """
-    from dexrl.errors import DexrlError
-    from dexrl.models.checkpoint import read_json
-
-    config_path = Path(ckpt_dir) / "config.json"
-    model_type = read_json(config_path, what="model config").get("model_type")
-    if model_type not in SUPPORTED_MODEL_TYPES:
-        raise DexrlError(
-            f"model_type {model_type!r} is not supported",
-            hint=f"use a checkpoint of type {', '.join(SUPPORTED_MODEL_TYPES)}",
-            where=str(config_path),
-        )
+    model_type = checkpoint_model_type(ckpt_dir)
     if model_type == "dexbotic_dm0":
         from dexrl.models.dm0.policy import Dm0Policy as policy_class
     else:
@@ -78,4 +84,4 @@ def _torch_dtype(dtype: Any) -> Any:
     return getattr(torch, name)
 
 
-__all__ = ["SUPPORTED_MODEL_TYPES", "load_policy"]
+__all__ = ["SUPPORTED_MODEL_TYPES", "checkpoint_model_type", "load_policy"]
