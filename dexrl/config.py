@@ -14,7 +14,7 @@ from importlib import resources
 from pathlib import Path
 from typing import Any
 
-from omegaconf import DictConfig, OmegaConf
+from omegaconf import DictConfig, OmegaConf, open_dict
 
 from dexrl.catalog import SUITES, config_name, did_you_mean, policies
 from dexrl.errors import DexrlError
@@ -145,7 +145,7 @@ def compose(name: str, overrides: list[str] | None = None) -> DictConfig:
             ) from None
         raise
     if "hydra" in cfg:
-        with _writable(cfg):
+        with open_dict(cfg):
             del cfg["hydra"]
     return cfg
 
@@ -195,17 +195,3 @@ def _hydra_error(exc: BaseException, name: str, overrides: list[str]) -> DexrlEr
                           "overrides are key=value, quote values with spaces")
     return DexrlError(f"could not compose config '{name}': {text}",
                       "check the overrides and the config files")
-
-
-class _writable:
-    """Temporarily lift struct/readonly flags on a config."""
-
-    def __init__(self, cfg: DictConfig) -> None:
-        self.cfg = cfg
-
-    def __enter__(self) -> DictConfig:
-        OmegaConf.set_struct(self.cfg, False)
-        return self.cfg
-
-    def __exit__(self, *exc: object) -> None:
-        OmegaConf.set_struct(self.cfg, True)

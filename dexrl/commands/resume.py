@@ -5,7 +5,7 @@ from __future__ import annotations
 from pathlib import Path
 
 import typer
-from omegaconf import DictConfig, OmegaConf
+from omegaconf import DictConfig, OmegaConf, open_dict
 from rich.console import Console
 
 from dexrl import runs
@@ -42,23 +42,12 @@ def apply_overrides(cfg: DictConfig, overrides: list[str]) -> DictConfig:
                              "check the run's config.yaml, or prefix the override with + to add "
                              "a key", where="overrides")
         parsed = OmegaConf.from_dotlist([f"{key}={value}"])
-        with _open(new):
+        with open_dict(new):
             OmegaConf.update(new, key, OmegaConf.select(parsed, key), merge=True, force_add=add)
     return new
 
 
 _MISSING = object()
-
-
-class _open:
-    def __init__(self, cfg: DictConfig) -> None:
-        self.cfg = cfg
-
-    def __enter__(self) -> None:
-        OmegaConf.set_struct(self.cfg, False)
-
-    def __exit__(self, *exc: object) -> None:
-        OmegaConf.set_struct(self.cfg, True)
 
 
 def refuse_unsafe_changes(old: DictConfig, new: DictConfig, allow: bool) -> None:
