@@ -21,7 +21,7 @@ from torch import nn
 
 from dexrl.bridge.flow_policy import FlowRLPolicy
 from dexrl.bridge.rl_steps import RLSettings
-from dexrl.models.pi0.policy import FlowPolicy
+from dexrl.models.flow.policy import FlowPolicy
 
 ENV_FRAME = 256  # LIBERO camera frames
 VIEWS = 2  # main + wrist; the zero-pad view is masked and skipped

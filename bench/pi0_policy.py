@@ -38,7 +38,7 @@ from dexrl.models.images import ImagePreprocessor
 from dexrl.models.pi0.config import Pi0Config
 from dexrl.models.pi0.network import Pi0Network
 from dexrl.models.pi0.policy import Pi0Policy
-from dexrl.models.tokenization import Pi0PromptTokenizer
+from dexrl.models.pi0.tokenization import Pi0PromptTokenizer
 from dexrl.models.transforms import NormStats
 from dexrl.testing.checkpoints import write_tiny_pi0
 from dexrl.testing.files import (

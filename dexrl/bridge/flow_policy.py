@@ -1,6 +1,6 @@
 """RLinf policy adapter shared by dexrl's flow-matching VLAs (π0, DM0).
 
-:class:`FlowRLPolicy` wraps any loaded :class:`~dexrl.models.pi0.policy.FlowPolicy` and
+:class:`FlowRLPolicy` wraps any loaded :class:`~dexrl.models.flow.policy.FlowPolicy` and
 implements RLinf 0.3.0's embodied ``BasePolicy``; a model subclass only names its RLinf
 ``model_type``, its FSDP units (``_no_split_modules``) and its inference policy class
 (loaded by :meth:`FlowRLPolicy.load_flow_policy`). :meth:`FlowRLPolicy.from_model_cfg` is the
@@ -64,11 +64,11 @@ from dexrl.bridge.rl_steps import (
 from dexrl.errors import DexrlError
 from dexrl.models import SUPPORTED_MODEL_TYPES
 from dexrl.models.checkpoint import read_json
-from dexrl.models.pi0.network import Pi0Observation
+from dexrl.models.flow.network import ModelInputs
 
 # The env-observation checks and frame conversion of the inference policy, so that both entry
 # points accept exactly the same inputs.
-from dexrl.models.pi0.policy import NUM_VIEWS, FlowPolicy, as_frames, check_env_obs
+from dexrl.models.flow.policy import NUM_VIEWS, FlowPolicy, as_frames, check_env_obs
 from dexrl.models.transforms import NormMode, actions_to_env, state_to_model
 
 EVAL_NOISE_SEED = 0
@@ -303,19 +303,19 @@ class FlowRLPolicy(nn.Module, BasePolicy):
         return {"images": images.contiguous(), "tokens": tokens, "token_mask": token_mask,
                 "state": state}
 
-    def _observation(self, inputs: Mapping[str, torch.Tensor]) -> Pi0Observation:
+    def _observation(self, inputs: Mapping[str, torch.Tensor]) -> ModelInputs:
         """Network inputs from :meth:`_rollout_inputs` tensors (used by rollout and training)."""
         images = inputs["images"]
         batch, views = images.shape[:2]
         pixels = self.flow.images(images.flatten(0, 1)).unflatten(0, (batch, views))
         pad = torch.zeros_like(pixels[:, :1]).expand(-1, NUM_VIEWS - views, -1, -1, -1)
         masks = torch.arange(NUM_VIEWS).lt(views).expand(batch, NUM_VIEWS)
-        return Pi0Observation(
+        return ModelInputs(
             torch.cat([pixels, pad], dim=1), masks, inputs["tokens"].long(),
             inputs["token_mask"].bool(), inputs["state"].to(torch.float32),
         ).to(self.flow.device)
 
-    def _denoiser(self, obs: Pi0Observation, *, grad: bool) -> Denoiser:
+    def _denoiser(self, obs: ModelInputs, *, grad: bool) -> Denoiser:
         """Encode the prefix once (with a graph only if ``grad``); returns the per-step call."""
         network = self.flow.network
         with torch.set_grad_enabled(grad and torch.is_grad_enabled()):

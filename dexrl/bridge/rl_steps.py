@@ -2,7 +2,7 @@
 
 Model-agnostic: a policy hands in a ``denoise(x_t, t) -> (velocity, hidden)`` callable bound to
 its cached prefix; π0 and DM0 differ only there. The denoising chain walks the float32 Dexbotic
-time grid (:func:`dexrl.models.flow.time_grid`) from t = 1 (noise) to ~0 (actions).
+time grid (:func:`dexrl.models.flow.sampling.time_grid`) from t = 1 (noise) to ~0 (actions).
 
 Per rollout call the *scored* steps are drawn once and shared by the batch: one random step
 (``ignore_last`` leaves the last step out), or every step with ``joint_logprob``. Scored steps
@@ -24,7 +24,7 @@ from typing import Any
 import torch
 
 from dexrl.errors import DexrlError
-from dexrl.models.flow import gaussian_logprob, sde_sigma, step_moments, time_grid
+from dexrl.models.flow.sampling import gaussian_logprob, sde_sigma, step_moments, time_grid
 from dexrl.models.transforms import NORM_MODES
 
 # denoise(x_t float32 [B, T, D], t [B]) -> (velocity [B, T, D], action-token hidden [B, T, W]).

@@ -54,7 +54,7 @@ class VecEnv(Protocol):
 
 
 class Policy(Protocol):
-    """What the loop needs from a policy (:class:`dexrl.models.pi0.policy.FlowPolicy`)."""
+    """What the loop needs from a policy (:class:`dexrl.models.flow.policy.FlowPolicy`)."""
 
     def predict(self, env_obs: Observation, noise: torch.Tensor | None = None, num_steps: int = 10,
                 num_action_chunks: int | None = None) -> dict[str, torch.Tensor]: ...

@@ -11,7 +11,7 @@ from typing import TYPE_CHECKING, Any
 if TYPE_CHECKING:
     import torch
 
-    from dexrl.models.pi0.policy import FlowPolicy
+    from dexrl.models.flow.policy import FlowPolicy
     from dexrl.models.transforms import NormMode
 
 SUPPORTED_MODEL_TYPES = ("dexbotic_pi0", "dexbotic_dm0")

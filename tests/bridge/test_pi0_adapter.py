@@ -19,7 +19,7 @@ from dexrl.bridge.pi0_policy import Pi0RLPolicy, build
 from dexrl.bridge.rl_steps import RLSettings, gaussian_entropy, unpack_chains
 from dexrl.errors import DexrlError
 from dexrl.models import load_policy
-from dexrl.models.flow import time_grid
+from dexrl.models.flow.sampling import time_grid
 from dexrl.models.transforms import actions_to_env
 
 CHUNK = 8  # chunk_size of the tiny checkpoint

@@ -10,8 +10,8 @@ from safetensors.torch import load_file
 
 from dexrl.models.dm0.loader import ALLOWED_EXTRA_KEYS, keeps_float32, load_dm0_network
 from dexrl.models.dm0.network import Dm0Network
-from dexrl.models.flow import time_grid
-from dexrl.models.pi0.network import Pi0Observation
+from dexrl.models.flow.network import ModelInputs
+from dexrl.models.flow.sampling import time_grid
 from dexrl.testing.dm0 import write_tiny_dm0
 
 TOKENS = 16
@@ -27,7 +27,7 @@ def network(tiny_dm0_dir: Path) -> Dm0Network:
     return load_dm0_network(tiny_dm0_dir)
 
 
-def _observation(net: Dm0Network, batch: int = 3, seed: int = 0) -> Pi0Observation:
+def _observation(net: Dm0Network, batch: int = 3, seed: int = 0) -> ModelInputs:
     """Random inputs with ragged prompts; the third view is the masked zero pad."""
     gen = torch.Generator().manual_seed(seed)
     size = net.config.vision.image_size
@@ -38,7 +38,7 @@ def _observation(net: Dm0Network, batch: int = 3, seed: int = 0) -> Pi0Observati
     tokens = torch.randint(0, net.config.llm.vocab_size, (batch, TOKENS), generator=gen)
     masks = torch.tensor([True, True, False]).expand(batch, 3)
     state = torch.randn(batch, 32, generator=gen)
-    return Pi0Observation(images, masks, tokens * token_mask, token_mask, state)
+    return ModelInputs(images, masks, tokens * token_mask, token_mask, state)
 
 
 def _noisy_actions(net: Dm0Network, batch: int, seed: int = 1) -> tuple[torch.Tensor, torch.Tensor]:
@@ -126,7 +126,7 @@ def test_prefix_is_causal_and_text_is_unscaled(network: Dm0Network) -> None:
     assert segment.ar.all()  # every prefix token opens its own causal block
     text = network.model.llm.embed_tokens(obs.tokens)
     torch.testing.assert_close(segment.embeds[:, -TOKENS:], text, rtol=0, atol=0)
-    changed = Pi0Observation(obs.images, obs.image_masks, obs.tokens.clone(), obs.token_mask,
+    changed = ModelInputs(obs.images, obs.image_masks, obs.tokens.clone(), obs.token_mask,
                              obs.state)
     changed.tokens[0, 15] = (changed.tokens[0, 15] + 1) % network.config.llm.vocab_size
     with torch.no_grad():
@@ -187,7 +187,7 @@ def test_view_masked_in_one_sample_only(network: Dm0Network) -> None:
 def test_prompt_padding_content_is_ignored(network: Dm0Network) -> None:
     obs = _observation(network)
     x_t, t = _noisy_actions(network, 3)
-    padded = Pi0Observation(obs.images, obs.image_masks, obs.tokens.clone(), obs.token_mask,
+    padded = ModelInputs(obs.images, obs.image_masks, obs.tokens.clone(), obs.token_mask,
                             obs.state)
     padded.tokens[~obs.token_mask] = 7
     with torch.no_grad():

@@ -9,7 +9,7 @@ import pytest
 import torch
 
 from dexrl.errors import DexrlError
-from dexrl.models.flow import (
+from dexrl.models.flow.sampling import (
     gaussian_logprob,
     sde_sigma,
     sincos_time_embedding,

@@ -6,7 +6,7 @@ import pytest
 import torch
 from transformers import CONFIG_MAPPING, GemmaModel, Qwen3Model
 
-from dexrl.models.mot import Segment, make_attn_mask, positions, run_towers
+from dexrl.models.flow.mot import Segment, make_attn_mask, positions, run_towers
 
 MODELS = {"gemma": GemmaModel, "qwen3": Qwen3Model}
 TINY = dict(

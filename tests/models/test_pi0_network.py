@@ -8,9 +8,10 @@ import pytest
 import torch
 from safetensors.torch import load_file
 
-from dexrl.models.flow import time_grid
+from dexrl.models.flow.network import ModelInputs
+from dexrl.models.flow.sampling import time_grid
 from dexrl.models.pi0.loader import load_pi0_network
-from dexrl.models.pi0.network import Pi0Network, Pi0Observation
+from dexrl.models.pi0.network import Pi0Network
 
 
 @pytest.fixture(scope="module")
@@ -18,7 +19,7 @@ def network(tiny_pi0_dir: Path) -> Pi0Network:
     return load_pi0_network(tiny_pi0_dir)
 
 
-def _observation(net: Pi0Network, batch: int = 3, seed: int = 0) -> Pi0Observation:
+def _observation(net: Pi0Network, batch: int = 3, seed: int = 0) -> ModelInputs:
     """Random inputs with ragged prompts; the third view is the masked zero pad."""
     gen = torch.Generator().manual_seed(seed)
     size = net.config.vision.image_size
@@ -30,7 +31,7 @@ def _observation(net: Pi0Network, batch: int = 3, seed: int = 0) -> Pi0Observati
     tokens = torch.randint(4, vocab, (batch, 16), generator=gen) * token_mask
     masks = torch.tensor([True, True, False]).expand(batch, 3)
     state = torch.randn(batch, 32, generator=gen)
-    return Pi0Observation(images, masks, tokens, token_mask, state)
+    return ModelInputs(images, masks, tokens, token_mask, state)
 
 
 def _noisy_actions(net: Pi0Network, batch: int, seed: int = 1) -> tuple[torch.Tensor, torch.Tensor]:
@@ -149,12 +150,12 @@ def test_suffix_state_token_and_prompt_padding_matter_as_specified(network: Pi0N
     x_t, t = _noisy_actions(network, 3)
     with torch.no_grad():
         base = network(obs, x_t, t).velocity
-        padded = Pi0Observation(
+        padded = ModelInputs(
             obs.images, obs.image_masks, obs.tokens.clone(), obs.token_mask, obs.state
         )
         padded.tokens[~obs.token_mask] = 7  # content under the padding mask is ignored
         ignored = network(padded, x_t, t).velocity
-        other_state = Pi0Observation(
+        other_state = ModelInputs(
             obs.images, obs.image_masks, obs.tokens, obs.token_mask, obs.state + 1.0
         )
         moved = network(other_state, x_t, t).velocity

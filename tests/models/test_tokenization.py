@@ -9,7 +9,7 @@ import pytest
 import torch
 
 from dexrl.errors import DexrlError
-from dexrl.models.tokenization import Pi0PromptTokenizer, clean_prompt_pi0
+from dexrl.models.pi0.tokenization import Pi0PromptTokenizer, clean_prompt_pi0
 from dexrl.testing.files import write_sentencepiece_tokenizer
 
 PROMPTS = [

@@ -12,7 +12,7 @@ from typing import Any
 
 from dexrl.errors import DexrlError
 from dexrl.models.dm0.vision import PeVisionConfig
-from dexrl.models.pi0.config import FlowConfig, check_model_type, check_towers_match, sub_config
+from dexrl.models.flow.config import FlowConfig, check_model_type, check_towers_match, sub_config
 
 MODEL_TYPE = "dexbotic_dm0"
 VISION_TOWER = "pe_lang_l14_728"  # the only tower Dexbotic's DM0 accepts

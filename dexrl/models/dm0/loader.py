@@ -9,7 +9,7 @@ import torch
 
 from dexrl.models.dm0.config import Dm0Config
 from dexrl.models.dm0.network import Dm0Network
-from dexrl.models.pi0.loader import load_weights
+from dexrl.models.flow.loader import load_weights
 
 # Checkpoint entries Dexbotic saves but never uses: the LM heads of the LLM (top level) and of the
 # expert (a Qwen3 causal LM whose logits nothing reads), and the expert's token embeddings should

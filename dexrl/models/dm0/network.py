@@ -5,7 +5,7 @@ Parameter names equal Dexbotic's checkpoint keys: ``model.llm.*`` (a Qwen3 model
 built here, its ``lm_head`` is never used), ``model.mm_vision_tower.vision_tower.*`` (see
 :mod:`dexrl.models.dm0.vision`), ``model.mm_projector.*`` and the action/time projections.
 Unlike π0: no state token, a fully causal prefix (images included), unscaled text embeddings,
-q/k RMSNorms in the shared attention (handled by :mod:`dexrl.models.mot`), and a suffix of the
+q/k RMSNorms in the shared attention (handled by :mod:`dexrl.models.flow.mot`), and a suffix of the
 action tokens only, bidirectional among themselves.
 """
 
@@ -17,9 +17,9 @@ from transformers import Qwen3Model
 
 from dexrl.models.dm0.config import Dm0Config
 from dexrl.models.dm0.vision import PerceptionEncoder
-from dexrl.models.mot import Segment
-from dexrl.models.pi0.network import MoTFlowNetwork
-from dexrl.models.pi0.projector import build_projector
+from dexrl.models.flow.mot import Segment
+from dexrl.models.flow.network import MoTFlowNetwork
+from dexrl.models.flow.projector import build_projector
 
 
 class ActionExpert(nn.Module):
@@ -68,7 +68,7 @@ class Dm0Network(MoTFlowNetwork):
     """Dexbotic DM0 with a prefix KV cache reused by every denoising step.
 
     Same interface as :class:`dexrl.models.pi0.network.Pi0Network` (inputs are a
-    :class:`~dexrl.models.pi0.network.Pi0Observation`); the state is accepted for that reason and
+    :class:`~dexrl.models.flow.network.ModelInputs`); the state is accepted for that reason and
     ignored: DM0 uses it only to turn its delta actions into absolute ones.
     """
 

@@ -8,14 +8,14 @@ from dexrl.models.dm0.config import Dm0Config
 from dexrl.models.dm0.loader import load_dm0_network
 from dexrl.models.dm0.network import Dm0Network
 from dexrl.models.dm0.tokenization import Dm0PromptTokenizer
+from dexrl.models.flow.policy import FlowPolicy
 from dexrl.models.images import ImagePreprocessor
-from dexrl.models.pi0.policy import FlowPolicy
 
 
 class Dm0Policy(FlowPolicy):
     """A loaded DM0 with its tokenizer, image preprocessing and normalization statistics.
 
-    Views, state handling and outputs are those of :class:`~dexrl.models.pi0.policy.FlowPolicy`
+    Views, state handling and outputs are those of :class:`~dexrl.models.flow.policy.FlowPolicy`
     (main, wrist, zero pad; 32-d padded state used to make the delta actions absolute). The
     default ``norm_mode`` mean/std is that of RLinf's DM0 loader and Dexbotic's LIBERO experiment
     (Dexbotic's generic DM0 inference uses quantiles).
