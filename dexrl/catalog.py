@@ -1,116 +1,53 @@
 """Names users type: LIBERO suites and the policy registry (no heavy imports).
 
-:data:`POLICIES` holds the policies dexrl ships; :func:`policies` adds those that installed
-plugins declare (:mod:`dexrl.plugins`). Everything that knows a policy (the RLinf registration,
-``--model``, ``dexrl configs``, validate's model check, doctor's round trip) reads it from here.
+:data:`POLICIES` holds the policies dexrl ships (declared in :mod:`dexrl.specs`);
+:func:`policies` adds those that installed plugins declare (:mod:`dexrl.plugins`). Everything that
+knows a policy or a model type (the RLinf registration, ``--model``, ``dexrl configs``, the
+config and checkpoint checks, ``--dry-run``'s plan, eval, the hub's known repositories, doctor's
+round trip) reads it from here, the per-model facts from its :class:`ModelSpec`.
 """
 
 from __future__ import annotations
 
 import difflib
-from dataclasses import dataclass
 
 from dexrl.errors import DexrlError
+from dexrl.plugins import discover
+from dexrl.specs import (
+    BUILTIN,
+    DM0,
+    PI0,
+    POLICIES,
+    SUITES,
+    ModelSpec,
+    Policy,
+    Suite,
+    load_reference,
+)
 
-BUILTIN = "dexrl"  # the distribution of the built-in policies
-
-
-@dataclass(frozen=True)
-class Suite:
-    """A LIBERO task suite and its standard evaluation horizon (openpi/RLinf standalone evals)."""
-
-    name: str
-    horizon: int
-    num_tasks: int
-
-
-SUITES: dict[str, Suite] = {
-    s.name: s
-    for s in (
-        Suite("libero_spatial", 220, 10),
-        Suite("libero_object", 280, 10),
-        Suite("libero_goal", 300, 10),
-        Suite("libero_10", 520, 10),
-        Suite("libero_90", 400, 90),
-    )
-}
-
-
-@dataclass(frozen=True)
-class Policy:
-    """A policy dexrl can train: one registry entry, built in or declared by a plugin.
-
-    A plugin's entry point (group ``dexrl.policies``) resolves to one of these; importing it must
-    stay cheap, so the builder and the smoke hook are ``"module:function"`` strings imported only
-    when used.
-
-    Attributes:
-        name: The CLI name (``--model``), also the entry point's name for a plugin.
-        model_type: The RLinf ``model_type`` the builder is registered under.
-        description: One line for ``dexrl configs``.
-        builder: ``"module:function"``; ``function(cfg, torch_dtype)`` returns the RLinf policy.
-        config_package: Importable package whose ``model/`` folder holds the model config.
-        model_config: Name of that config in the ``model`` group (default: ``model_type``).
-        template: Model type of the shipped configs a plugin policy is composed on.
-        suites: The LIBERO suites it trains on (default: all).
-        settings: Hydra overrides applied after the model config (its default settings).
-        smoke_checkpoint: ``"module:function"`` writing a tiny checkpoint to a path for
-            ``--smoke``, or ``None`` when the policy needs none.
-        replaces_builtin: Whether a plugin may take over a built-in name or model type.
-        distribution: The distribution that declares it (set by discovery for plugins).
-        always_register: Register even when the builder's module is not installed (built-ins
-            that must fail loudly at build time instead of as "unknown model type").
-    """
-
-    name: str
-    model_type: str
-    description: str
-    builder: str
-    config_package: str = "dexrl.conf"
-    model_config: str = ""
-    template: str = "dexbotic_pi0"
-    suites: tuple[str, ...] = tuple(SUITES)
-    settings: tuple[str, ...] = ()
-    smoke_checkpoint: str | None = None
-    replaces_builtin: bool = False
-    distribution: str = BUILTIN
-    always_register: bool = True
-
-    @property
-    def builtin(self) -> bool:
-        """Shipped with dexrl (its top-level configs are files in ``dexrl.conf``)."""
-        return self.distribution == BUILTIN
-
-    @property
-    def model_config_name(self) -> str:
-        """The config's name in the ``model`` group."""
-        return self.model_config or self.model_type
-
-
-POLICIES: dict[str, Policy] = {
-    p.name: p
-    for p in (
-        Policy("pi0", "dexbotic_pi0", "Dexbotic π0: SigLIP + Gemma-2B with a Gemma action expert",
-               "dexrl.bridge.pi0_policy:build",
-               smoke_checkpoint="dexrl.testing.checkpoints:write_tiny_pi0"),
-        # dexbotic_dm0 is also an RLinf built-in, which dexrl replaces only once its own adapter
-        # is installed.
-        Policy("dm0", "dexbotic_dm0", "Dexbotic DM0: PE ViT-L/14@728 + Qwen3 with a Qwen3 expert",
-               "dexrl.bridge.dm0_policy:build", template="dexbotic_dm0",
-               smoke_checkpoint="dexrl.testing.dm0:write_tiny_dm0", always_register=False),
-    )
-}
+__all__ = ["BUILTIN", "DM0", "PI0", "POLICIES", "SUITES", "ModelSpec", "Policy", "Suite",
+           "config_name", "did_you_mean", "get_policy", "get_suite", "load_reference",
+           "model_types", "policies",
+           "policy_for"]
 
 
 def policies() -> dict[str, Policy]:
     """Every usable policy: the built-ins, then the valid plugins (which may replace one)."""
-    from dexrl.plugins import discover
-
     found = discover()
     replaced = {p.model_type for p in found.policies.values()} | set(found.policies)
     merged = {n: p for n, p in POLICIES.items()
               if n not in replaced and p.model_type not in replaced}
     return {**merged, **found.policies}
+
+
+def model_types() -> tuple[str, ...]:
+    """The model types of every usable policy: the checkpoints dexrl can check and train."""
+    return tuple(p.model_type for p in policies().values())
+
+
+def policy_for(model_type: str) -> Policy | None:
+    """The usable policy of a checkpoint's ``model_type``, or None."""
+    return next((p for p in policies().values() if p.model_type == model_type), None)
 
 
 def did_you_mean(value: str, choices: list[str]) -> str:
@@ -138,8 +75,6 @@ def get_policy(name: str) -> Policy:
     A name a broken or conflicting plugin declares raises that plugin's error, which names the
     distributions involved.
     """
-    from dexrl.plugins import discover
-
     for problem in discover().problems:
         if name in problem.names:
             raise problem.error()

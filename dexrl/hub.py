@@ -24,7 +24,7 @@ from contextlib import contextmanager
 from dataclasses import asdict, dataclass
 from pathlib import Path
 
-from dexrl.catalog import did_you_mean
+from dexrl.catalog import POLICIES, did_you_mean
 from dexrl.errors import DexrlError
 
 MANIFEST_NAME = "dexrl-checkpoint.json"
@@ -38,16 +38,20 @@ class KnownRepo:
 
     repo_id: str
     policy: str
-    model_type: str
     description: str
+
+    @property
+    def model_type(self) -> str:
+        """The checkpoint's ``model_type``: that of its built-in policy in the catalog."""
+        return POLICIES[self.policy].model_type
 
 
 KNOWN_REPOS: dict[str, KnownRepo] = {
     r.repo_id: r
     for r in (
-        KnownRepo("Dexmal/libero-db-pi0", "pi0", "dexbotic_pi0",
+        KnownRepo("Dexmal/libero-db-pi0", "pi0",
                   "Dexbotic π0 trained on LIBERO; the start point of RLinf's π0 PPO recipes"),
-        KnownRepo("Dexmal/DM0-libero", "dm0", "dexbotic_dm0",
+        KnownRepo("Dexmal/DM0-libero", "dm0",
                   "Dexbotic DM0 trained on LIBERO; the start point of RLinf's DM0 PPO recipes"),
     )
 }

@@ -1,7 +1,7 @@
 """What a launch will do, computed from the config alone (for ``train --dry-run``).
 
-Sizes are analytic estimates; the π0 figures follow the memory budget in the model notes
-(3.24 B parameters, ≈314 M trainable with ``train_expert_only``).
+Sizes are analytic estimates from the parameter counts in the policy's
+:class:`~dexrl.catalog.ModelSpec` (0 for a model that declares none).
 """
 
 from __future__ import annotations
@@ -10,11 +10,10 @@ from dataclasses import dataclass, field
 
 from omegaconf import DictConfig, OmegaConf
 
+from dexrl.catalog import policy_for
 from dexrl.checks.config import Facts, parse_placement
 
 GB = 1e9
-# (total, trainable with train_expert_only) parameter counts of the real models.
-MODEL_PARAMS = {"dexbotic_pi0": (3.24e9, 0.314e9), "dexbotic_dm0": (2.4e9, 0.45e9)}
 ACTIVATION_GB_PER_SAMPLE = 5.0 / 32  # micro-batch 32 with a frozen prefix ≈ 5 GB
 FULL_FT_ACTIVATION_GB_PER_SAMPLE = 40.0 / 32  # full fine-tuning without checkpointing
 ENV_GB_PER_GPU = 2.0  # EGL rendering context and buffers
@@ -68,7 +67,8 @@ def make_plan(cfg: DictConfig, facts: Facts) -> Plan:
     plan.micro_batches_per_rank = update_epochs * plan.samples / (mbs * actor_ranks)
 
     model_type = str(_sel(cfg, "actor.model.model_type"))
-    plan.params, trainable = MODEL_PARAMS.get(model_type, (0.0, 0.0))
+    policy = policy_for(model_type)
+    plan.params, trainable = policy.model.params if policy is not None else (0.0, 0.0)
     expert_only = bool(_sel(cfg, "actor.model.dexbotic.train_expert_only", False))
     plan.trainable = trainable if expert_only else plan.params
     # full_weights.pt (fp32) + the distributed checkpoint: fp32 params, Adam moments of trainables

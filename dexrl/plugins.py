@@ -21,8 +21,8 @@ from collections import defaultdict
 from dataclasses import dataclass, replace
 from importlib import metadata, resources
 
-from dexrl.catalog import POLICIES, SUITES, Policy
 from dexrl.errors import DexrlError
+from dexrl.specs import POLICIES, SUITES, ModelSpec, Policy
 
 GROUP = "dexrl.policies"
 _NAME = re.compile(r"^[a-z][a-z0-9_]*$")
@@ -109,6 +109,13 @@ def _check(name: str, dist: str, value: str, declared: object) -> PluginProblem 
     if declared.smoke_checkpoint is not None and not _CALLABLE.match(declared.smoke_checkpoint):
         return _invalid(name, dist, f"has a malformed smoke_checkpoint "
                         f"'{declared.smoke_checkpoint}'", "use 'module:function' or None")
+    if not isinstance(declared.model, ModelSpec):
+        return _invalid(name, dist, f"declares model={declared.model!r}, not a "
+                        "dexrl.catalog.ModelSpec", "set Policy.model to a ModelSpec(...)")
+    for field, hook in _references(declared.model):
+        if not _CALLABLE.match(hook):
+            return _invalid(name, dist, f"has a malformed ModelSpec.{field} '{hook}'",
+                            "use 'module:attribute' or None")
     config = f"model/{declared.model_config_name}.yaml"
     if not _has_file(declared.config_package, config):
         return _invalid(name, dist, f"has no model config: {config} not found in package "
@@ -123,6 +130,12 @@ def _check(name: str, dist: str, value: str, declared: object) -> PluginProblem 
         return _invalid(name, dist, f"declares unknown suites {unknown or '(none)'}",
                         f"use some of {', '.join(SUITES)}")
     return None
+
+
+def _references(spec: ModelSpec) -> list[tuple[str, str]]:
+    """The ``"module:attribute"`` references a spec sets, by field name."""
+    names = ("extra_keys", "check_tensors", "check_config", "inference")
+    return [(n, getattr(spec, n)) for n in names if getattr(spec, n) is not None]
 
 
 def _module_exists(target: str) -> bool:

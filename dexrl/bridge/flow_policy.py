@@ -62,8 +62,7 @@ from dexrl.bridge.rl_steps import (
     unpack_chains,
 )
 from dexrl.errors import DexrlError
-from dexrl.models import SUPPORTED_MODEL_TYPES
-from dexrl.models.checkpoint import read_json
+from dexrl.models import checkpoint_model_type
 from dexrl.models.flow.network import ModelInputs
 
 # The env-observation checks and frame conversion of the inference policy, so that both entry
@@ -160,14 +159,11 @@ class FlowRLPolicy(nn.Module, BasePolicy):
             raise DexrlError("model_path is not set", hint=f"set actor.model.model_path to a "
                              f"Dexbotic {cls.model_type} checkpoint directory",
                              where="actor.model.model_path")
-        config_path = Path(str(model_path)) / "config.json"
-        found = read_json(config_path, what="model config").get("model_type")
+        found = checkpoint_model_type(str(model_path))
         if found != cls.model_type:
-            hint = (f"set actor.model.model_type={found} for this checkpoint"
-                    if found in SUPPORTED_MODEL_TYPES else
-                    f"point actor.model.model_path at a Dexbotic {cls.model_type} checkpoint")
-            raise DexrlError(f"the checkpoint is {found!r}, not {cls.model_type!r}", hint=hint,
-                             where=str(config_path))
+            raise DexrlError(f"the checkpoint is {found!r}, not {cls.model_type!r}",
+                             hint=f"set actor.model.model_type={found} for this checkpoint",
+                             where=str(Path(str(model_path)) / "config.json"))
         policy = cls.load_flow_policy(str(model_path), torch_dtype, settings.norm_mode,
                                       model_max_length)
         return cls(policy, settings)

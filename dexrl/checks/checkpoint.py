@@ -2,8 +2,9 @@
 
 :func:`check_checkpoint_dir` checks which files exist (cheap, no torch; ``validate`` runs it when
 the configured ``model_path`` exists). :func:`verify_checkpoint` adds the deep checks ``dexrl
-download`` runs: safetensors headers, tensor names and shapes against the network dexrl builds
-from ``config.json`` (π0), and the normalization statistics.
+download`` runs: safetensors headers, the model's own tensor check (π0: names and shapes against
+the network dexrl builds from ``config.json``), and the normalization statistics. What a model
+type needs is its :class:`~dexrl.catalog.ModelSpec`, a plugin's included.
 """
 
 from __future__ import annotations
@@ -12,16 +13,10 @@ import json
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from dexrl.catalog import load_reference, model_types, policy_for
 from dexrl.checks import Finding, errors
-from dexrl.checks.weights import WeightStats, check_pi0_tensors, findings_from, read_weights
+from dexrl.checks.weights import WeightStats, findings_from, read_weights
 from dexrl.errors import DexrlError
-from dexrl.models import SUPPORTED_MODEL_TYPES
-
-# Tokenizer files per model type: any one of each tuple must exist.
-_TOKENIZER_FILES: dict[str, tuple[tuple[str, ...], ...]] = {
-    "dexbotic_pi0": (("tokenizer.model",), ("tokenizer_config.json",)),
-    "dexbotic_dm0": (("vocab.json",), ("merges.txt",), ("tokenizer_config.json",)),
-}
 
 
 def read_config_json(path: Path) -> tuple[dict | None, Finding | None]:
@@ -68,10 +63,12 @@ def check_checkpoint_dir(path: Path, expected_model_type: str | None = None) -> 
     findings: list[Finding] = []
     model_type = cfg.get("model_type")
     where = str(path / "config.json")
-    if model_type not in SUPPORTED_MODEL_TYPES:
+    policy = policy_for(model_type) if isinstance(model_type, str) else None
+    if policy is None:
         findings.append(Finding("error", where, f"unsupported model_type '{model_type}'",
-                                f"dexrl loads {', '.join(SUPPORTED_MODEL_TYPES)} checkpoints"))
+                                f"dexrl loads {', '.join(model_types())} checkpoints"))
         return findings
+    spec = policy.model
     if expected_model_type and model_type != expected_model_type:
         findings.append(Finding(
             "error", where,
@@ -87,23 +84,19 @@ def check_checkpoint_dir(path: Path, expected_model_type: str | None = None) -> 
         findings.append(Finding("error", str(path / "model.safetensors.index.json"),
                                 f"shards listed but missing: {', '.join(missing_shards)}",
                                 "re-download the checkpoint"))
-    for choices in _TOKENIZER_FILES[model_type]:
+    for choices in spec.tokenizer_files:
         if not any((path / c).is_file() for c in choices):
             findings.append(Finding("error", str(path / choices[0]), "tokenizer file missing",
                                     "copy the tokenizer files into the checkpoint directory"))
-    if model_type == "dexbotic_pi0" and not (path / "preprocessor_config.json").is_file():
+    if spec.preprocessor and not (path / "preprocessor_config.json").is_file():
         findings.append(Finding("error", str(path / "preprocessor_config.json"),
                                 "image processor config missing",
                                 "copy preprocessor_config.json into the checkpoint directory"))
-    if not (path / "norm_stats.json").is_file():
+    if spec.norm_stats and not (path / "norm_stats.json").is_file():
         findings.append(Finding("error", str(path / "norm_stats.json"),
                                 "normalization statistics missing",
                                 "copy norm_stats.json from the training run into the checkpoint"))
     return findings
-
-
-# Model types whose tensor names and shapes dexrl can check (it has their network).
-TENSOR_CHECKED_TYPES = ("dexbotic_pi0",)
 
 
 @dataclass
@@ -143,7 +136,8 @@ def verify_checkpoint(path: Path, expected_model_type: str | None = None) -> Ver
     result = Verification(path, findings=check_checkpoint_dir(path, expected_model_type))
     cfg, _ = read_config_json(path) if path.is_dir() else (None, None)
     model_type = cfg.get("model_type") if cfg else None
-    if model_type not in SUPPORTED_MODEL_TYPES:
+    policy = policy_for(model_type) if isinstance(model_type, str) else None
+    if cfg is None or policy is None:
         return result  # nothing deeper is meaningful; the findings say why
     result.model_type = model_type
     result.checks.append("files")
@@ -153,16 +147,18 @@ def verify_checkpoint(path: Path, expected_model_type: str | None = None) -> Ver
     result.findings += header_findings
     if files and not header_findings and result.weights.files == len(files):
         result.checks.append("weight headers")
-        if model_type in TENSOR_CHECKED_TYPES:
+        if policy.model.check_tensors is not None:
             source = str(index) if index.is_file() else str(files[0])
-            tensor_findings = check_pi0_tensors(cfg, result.weights.tensors,
-                                                config_source=str(path / "config.json"),
-                                                weights_source=source)
-            result.findings += tensor_findings
+            check = load_reference(policy.model.check_tensors)
+            result.findings += check(cfg, result.weights.tensors,
+                                     config_source=str(path / "config.json"),
+                                     weights_source=source)
             result.checks.append("tensor names and shapes")
         else:
             result.notes.append(f"tensor names and shapes are not checked for {model_type}: "
-                                "dexrl has no network for it yet")
+                                "its policy declares no tensor check")
+    if not policy.model.norm_stats:
+        return result
     norm_findings = check_norm_stats(path)
     result.findings += norm_findings
     if not norm_findings and (path / "norm_stats.json").is_file():

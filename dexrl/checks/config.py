@@ -13,7 +13,7 @@ from typing import Any
 
 from omegaconf import DictConfig, OmegaConf
 
-from dexrl.catalog import SUITES, policies
+from dexrl.catalog import SUITES, load_reference, policies, policy_for
 from dexrl.checks import Finding
 from dexrl.checks.checkpoint import check_checkpoint_dir
 
@@ -258,9 +258,8 @@ def check_model(cfg: DictConfig, facts: Facts) -> list[Finding]:
 
 
 def check_dexbotic(cfg: DictConfig) -> list[Finding]:
-    """dexrl's ``actor.model.dexbotic`` keys, and what is known about DM0's settings."""
+    """dexrl's ``actor.model.dexbotic`` keys, then the model's own checks (its spec's hook)."""
     findings: list[Finding] = []
-    model_type = _get(cfg, "actor.model.model_type")
     mode = _get(cfg, "actor.model.dexbotic.norm_mode", "mean_std")
     if mode not in NORM_MODES:
         findings.append(Finding("error", "actor.model.dexbotic.norm_mode",
@@ -274,8 +273,16 @@ def check_dexbotic(cfg: DictConfig) -> list[Finding]:
                                 f"must be a positive integer or null, got {length!r}",
                                 "use the prompt length the model was trained with (DM0: 200), "
                                 "or null for the checkpoint's"))
-    if model_type != "dexbotic_dm0":
-        return findings
+    model_type = _get(cfg, "actor.model.model_type")
+    policy = policy_for(model_type) if isinstance(model_type, str) else None
+    if policy is not None and policy.model.check_config is not None:
+        findings += load_reference(policy.model.check_config)(cfg)
+    return findings
+
+
+def check_dm0_settings(cfg: DictConfig) -> list[Finding]:
+    """What is known about DM0's settings (DM0's ``ModelSpec.check_config``)."""
+    findings: list[Finding] = []
     chunks = _get(cfg, "actor.model.num_action_chunks")
     if chunks != DM0_DOCUMENTED_CHUNKS:
         findings.append(Finding(

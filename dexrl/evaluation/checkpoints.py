@@ -20,7 +20,7 @@ import fnmatch
 import re
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import torch
 from omegaconf import OmegaConf
@@ -28,13 +28,13 @@ from omegaconf import OmegaConf
 from dexrl.errors import DexrlError
 from dexrl.models import checkpoint_model_type
 
+if TYPE_CHECKING:
+    from dexrl.catalog import Policy
+
 WEIGHTS_IN_STEP = Path("actor") / "model_state_dict" / "full_weights.pt"
 EXPORT_MANIFEST = "dexrl-export.json"
 VALUE_HEAD_PREFIX = "value_head."  # the critic dexrl's RLinf adapters add beside `model.*`
 _STEP = re.compile(r"^global_step_(\d+)$")
-# Keys Dexbotic checkpoints may hold that the networks never use (see the loaders).
-_UNUSED_KEYS_MODULES = {"dexbotic_pi0": "dexrl.models.pi0.loader",
-                        "dexbotic_dm0": "dexrl.models.dm0.loader"}
 
 
 @dataclass(frozen=True)
@@ -255,18 +255,28 @@ def _read_json(path: Path) -> dict[str, Any]:
 
 
 def model_defaults(model_type: str) -> tuple[int, int]:
-    """(num_action_chunks, num_steps) documented in dexrl's model config group."""
-    from dexrl.config import conf_dir
+    """(num_action_chunks, num_steps) documented in the policy's model config."""
+    from importlib import resources
 
-    cfg = OmegaConf.load(conf_dir() / "model" / f"{model_type}.yaml")
+    policy = _policy(model_type)
+    path = resources.files(policy.config_package) / "model" / f"{policy.model_config_name}.yaml"
+    cfg = OmegaConf.create(path.read_text())
     return int(cfg.num_action_chunks), int(cfg.num_steps)
 
 
 def unused_key_patterns(model_type: str) -> tuple[str, ...]:
-    """Checkpoint keys the model type's loader accepts without using them."""
-    import importlib
+    """Checkpoint keys the model type's loader accepts without using them (its spec's
+    ``extra_keys``)."""
+    from dexrl.catalog import load_reference
 
-    return tuple(importlib.import_module(_UNUSED_KEYS_MODULES[model_type]).ALLOWED_EXTRA_KEYS)
+    reference = _policy(model_type).model.extra_keys
+    return tuple(load_reference(reference)) if reference is not None else ()
+
+
+def _policy(model_type: str) -> Policy:
+    from dexrl.catalog import get_policy
+
+    return get_policy(model_type)
 
 
 def is_unused_key(key: str, patterns: tuple[str, ...]) -> bool:

@@ -1,6 +1,8 @@
 """Dexbotic π0 / DM0 policies: loader, network, transforms (no rlinf imports here).
 
 Importing this package is cheap; torch and transformers load on the first :func:`load_policy`.
+Which checkpoints load, and with which inference class, is the catalog's
+(:class:`dexrl.catalog.ModelSpec`), so a plugin's policy loads the same way.
 """
 
 from __future__ import annotations
@@ -14,22 +16,23 @@ if TYPE_CHECKING:
     from dexrl.models.flow.policy import FlowPolicy
     from dexrl.models.transforms import NormMode
 
-SUPPORTED_MODEL_TYPES = ("dexbotic_pi0", "dexbotic_dm0")
 # float16 is left out on purpose: the additive mask value overflows it.
 _DTYPE_NAMES = {"float32": "float32", "fp32": "float32", "bfloat16": "bfloat16", "bf16": "bfloat16"}
 
 
 def checkpoint_model_type(ckpt_dir: str | Path) -> str:
-    """The ``model_type`` of a checkpoint's config.json; DexrlError when dexrl cannot load it."""
+    """The ``model_type`` of a checkpoint's config.json; DexrlError when no policy has it."""
+    from dexrl.catalog import model_types
     from dexrl.errors import DexrlError
     from dexrl.models.checkpoint import read_json
 
     config_path = Path(ckpt_dir) / "config.json"
     model_type = read_json(config_path, what="model config").get("model_type")
-    if model_type not in SUPPORTED_MODEL_TYPES:
+    supported = model_types()
+    if model_type not in supported:
         raise DexrlError(
             f"model_type {model_type!r} is not supported",
-            hint=f"use a checkpoint of type {', '.join(SUPPORTED_MODEL_TYPES)}",
+            hint=f"use a checkpoint of type {', '.join(supported)}",
             where=str(config_path),
         )
     return model_type
@@ -52,19 +55,26 @@ def load_policy(
             models and RLinf) or ``quantile``.
 
     Returns:
-        A :class:`~dexrl.models.pi0.policy.Pi0Policy` or
-        :class:`~dexrl.models.dm0.policy.Dm0Policy`, with
+        The ``ModelSpec.inference`` class of the checkpoint's policy (π0:
+        :class:`~dexrl.models.pi0.policy.Pi0Policy`, DM0:
+        :class:`~dexrl.models.dm0.policy.Dm0Policy`), with
         ``predict(env_obs, noise=None, num_steps=10, num_action_chunks=None)``.
 
     Raises:
-        DexrlError: unsupported model type, bad dtype name, missing or inconsistent files.
+        DexrlError: unsupported model type or one without an inference policy, bad dtype name,
+            missing or inconsistent files.
     """
-    model_type = checkpoint_model_type(ckpt_dir)
-    if model_type == "dexbotic_dm0":
-        from dexrl.models.dm0.policy import Dm0Policy as policy_class
-    else:
-        from dexrl.models.pi0.policy import Pi0Policy as policy_class
+    from dexrl.catalog import load_reference, policy_for
+    from dexrl.errors import DexrlError
 
+    model_type = checkpoint_model_type(ckpt_dir)
+    policy = policy_for(model_type)
+    if policy is None or policy.model.inference is None:
+        raise DexrlError(f"policy {policy.name if policy else model_type!r} declares no "
+                         "inference policy, so its checkpoints cannot be evaluated",
+                         hint="set ModelSpec.inference in the policy's declaration",
+                         where=str(Path(ckpt_dir) / "config.json"))
+    policy_class = load_reference(policy.model.inference)
     return policy_class.from_checkpoint(
         ckpt_dir, device=device, dtype=_torch_dtype(dtype), norm_mode=norm_mode
     )
@@ -84,4 +94,4 @@ def _torch_dtype(dtype: Any) -> Any:
     return getattr(torch, name)
 
 
-__all__ = ["SUPPORTED_MODEL_TYPES", "checkpoint_model_type", "load_policy"]
+__all__ = ["checkpoint_model_type", "load_policy"]

@@ -1,16 +1,20 @@
 """Policy plugins: a tiny distribution built in the test is discovered, validated, listed,
 registered with RLinf (here and in a real Ray worker) and, in the slow test, trained one step.
-Broken and conflicting plugins are reported by name and never break the built-in policies.
+A plugin with a checkpoint folder of its own passes ``validate`` and ``doctor --ckpt`` through
+its ModelSpec alone. Broken and conflicting plugins are reported by name and never break the
+built-in policies.
 """
 
 from __future__ import annotations
 
 import importlib
+import json
 import sys
 from collections.abc import Callable, Iterator
 from pathlib import Path
 
 import pytest
+import torch
 from omegaconf import OmegaConf
 from tiny_plugin import write_plugin
 from typer.testing import CliRunner
@@ -20,6 +24,7 @@ from dexrl.bridge.roundtrip import RoundTrip
 from dexrl.catalog import get_policy, policies
 from dexrl.cli import app
 from dexrl.commands.validate import compose_and_check
+from dexrl.doctor import runner as doctor_runner
 from dexrl.doctor.extension import check_roundtrip
 from dexrl.errors import DexrlError
 
@@ -120,11 +125,51 @@ def test_a_plugin_that_fails_to_import_is_named_and_pi0_still_works(
     assert row.status == "fail" and "'plug_bad' from dexrl-plug-bad" in row.finding
 
 
+def test_a_plugin_checkpoint_passes_validate_and_doctor_through_its_spec(
+    install: Callable[..., Path], tmp_path: Path, monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    install("dexrl_plug_ck", name="plug_ck", with_checkpoint=True)
+    write = importlib.import_module("dexrl_plug_ck.checkpoint").write
+    ckpt = tmp_path / "ckpt"
+    write(ckpt)
+    args = ["--suite", "libero_spatial", "--model", "plug_ck"]
+    checked = runner.invoke(app, ["validate", *args, f"actor.model.model_path={ckpt}"])
+    assert checked.exit_code == 0, checked.output
+    assert "well-formed" in checked.output and "unsupported" not in checked.output
+    real = doctor_runner.areas
+    monkeypatch.setattr(doctor_runner, "areas", lambda findings: [
+        a for a in real(findings) if a.name in ("config", "checkpoint")])
+
+    def doctor() -> dict[str, dict]:
+        result = runner.invoke(app, ["doctor", *args, "--ckpt", str(ckpt), "--json"])
+        return {c["id"]: c for c in json.loads(result.stdout)["checks"]}
+
+    rows = doctor()
+    assert rows["config.checks"]["status"] in ("ok", "warn"), rows["config.checks"]
+    files = rows["checkpoint.files"]
+    assert files["status"] == "ok", files
+    assert files["details"]["model_type"] == "plug_ck_state"
+    assert "tensor names and shapes" in files["details"]["checked"]
+    # Controls: the spec's own tokenizer file and tensor check are what decide.
+    from safetensors.torch import save_file
+
+    save_file({"body.linear.weight": torch.zeros(3, 3)}, str(ckpt / "model.safetensors"))
+    files = doctor()["checkpoint.files"]
+    assert files["status"] == "fail" and "tiny tensors missing or mis-shaped" in files["finding"]
+    (ckpt / "vocab.txt").unlink()
+    refused = runner.invoke(app, ["validate", *args, f"actor.model.model_path={ckpt}"])
+    assert refused.exit_code == 2
+    assert "vocab.txt" in refused.output and "tokenizer file missing" in refused.output
+
+
 @pytest.mark.parametrize(("kwargs", "message"), [
     ({"with_config": False}, "has no model config: model/plug_x_state.yaml not found"),
     ({"builder": "dexrl_no_such_module:build"}, "has no builder"),
     ({"builder": "no colon"}, "has no builder"),
     ({"policy_args": "suites=('libero_nowhere',)"}, "unknown suites"),
+    ({"policy_args": "model=ModelSpec(check_tensors='no colon')"},
+     "malformed ModelSpec.check_tensors 'no colon'"),
+    ({"policy_args": "model='big'"}, "declares model='big', not a dexrl.catalog.ModelSpec"),
 ])
 def test_an_invalid_declaration_is_named(install: Callable[..., Path], kwargs: dict,
                                          message: str) -> None:
@@ -173,13 +218,13 @@ def test_a_ray_worker_discovers_the_plugin_through_register(
 
 
 @pytest.mark.slow
-def test_cli_smoke_trains_a_plugin_policy_one_step(install: Callable[..., Path],
+def test_cli_smoke_trains_a_plugin_policy_one_step_from_its_checkpoint(install: Callable[..., Path],
                                                     tmp_path: Path) -> None:
     from test_smoke import DEXRL, run_process
 
     from dexrl.bridge.launch import is_complete, latest_checkpoint
 
-    root = install("dexrl_plug_e2e", name="plug_e2e")
+    root = install("dexrl_plug_e2e", name="plug_e2e", with_checkpoint=True)
     run_dir = tmp_path / "run"
     run = run_process([DEXRL, "train", "--suite", "libero_spatial", "--model", "plug_e2e",
                        "--smoke", "--run-dir", str(run_dir)], run_dir,
@@ -187,5 +232,8 @@ def test_cli_smoke_trains_a_plugin_policy_one_step(install: Callable[..., Path],
     assert run.returncode == 0, run.stderr[-3000:]
     assert any(line.startswith("step 1/1 ") for line in run.stdout.splitlines())
     assert is_complete(latest_checkpoint(run_dir))
-    assert not (run_dir / "smoke-checkpoint").exists()  # the plugin declares no smoke hook
-    assert OmegaConf.load(run_dir / "config.yaml").actor.model.model_type == "plug_e2e_state"
+    # Its own smoke hook wrote its checkpoint, which its builder loaded for training.
+    model = OmegaConf.load(run_dir / "config.yaml").actor.model
+    assert model.model_type == "plug_e2e_state"
+    assert model.model_path == str(run_dir / "smoke-checkpoint")
+    assert (run_dir / "smoke-checkpoint" / "vocab.txt").is_file()
