@@ -19,8 +19,7 @@ from typing import Any
 
 import numpy as np
 
-from dexrl.evaluation.plan import Episode
-from dexrl.evaluation.runner import ChunkStep
+from dexrl.vec_env import ChunkStep, Episode
 
 
 @dataclass(frozen=True)

@@ -2,35 +2,10 @@
 
 from __future__ import annotations
 
-from dataclasses import dataclass
-
 import numpy as np
 
 from dexrl.errors import DexrlError
-
-
-@dataclass(frozen=True)
-class Episode:
-    """One evaluation episode, fixed before anything runs.
-
-    Attributes:
-        task_id: Task index within the suite.
-        trial_id: Index of LIBERO's fixed initial state for that task (the init-state id).
-        noise_seed: Seeds the policy's initial noise for every call of this episode.
-        scene_seed: Seeds LIBERO's scene randomness that the initial state does not fix (the
-            placement of fixtures such as cabinets and stoves), so the scene depends on the
-            episode alone, not on which env runs it.
-    """
-
-    task_id: int
-    trial_id: int
-    noise_seed: int
-    scene_seed: int
-
-    @property
-    def key(self) -> tuple[int, int]:
-        """(task_id, trial_id): what identifies an episode across runs."""
-        return self.task_id, self.trial_id
+from dexrl.vec_env import Episode
 
 
 def parse_tasks(spec: str | None, num_tasks: int) -> list[int]:

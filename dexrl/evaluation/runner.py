@@ -1,7 +1,8 @@
 """The evaluation episode loop: parallel envs, one policy call per action chunk, fixed episodes.
 
-The loop is environment-agnostic: it drives anything with the :class:`VecEnv` interface
-(:class:`dexrl.bridge.libero_env.LiberoVecEnv` wraps RLinf's own LIBERO env). Every episode is
+The loop is environment-agnostic: it drives anything with the :class:`~dexrl.vec_env.VecEnv`
+interface (:class:`dexrl.bridge.libero_env.LiberoVecEnv` wraps RLinf's own LIBERO env). Every
+episode is
 fixed in advance (:mod:`dexrl.evaluation.plan`); its outcome does not depend on which env slot
 runs it, because the policy's initial noise comes from the episode's own seed.
 
@@ -14,43 +15,14 @@ from __future__ import annotations
 import hashlib
 import time
 from collections import deque
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from typing import Any, Protocol
 
 import numpy as np
 import torch
 
-from dexrl.evaluation.plan import Episode
-
-Observation = Mapping[str, Any]  # main_images/wrist_images [N, H, W, 3], states, task_descriptions
-
-
-@dataclass
-class ChunkStep:
-    """What stepping every env through one action chunk returned.
-
-    Attributes:
-        observations: One observation batch (all envs) per executed step.
-        successes: bool [num_envs, chunk]: the env reported task success at that step.
-    """
-
-    observations: list[Observation]
-    successes: np.ndarray
-
-
-class VecEnv(Protocol):
-    """Parallel environments the loop can drive."""
-
-    num_envs: int
-
-    def reset(self, env_ids: Sequence[int], episodes: Sequence[Episode]) -> Observation:
-        """Start ``episodes[j]`` in env ``env_ids[j]``; return the observation of every env."""
-        ...
-
-    def step_chunk(self, actions: np.ndarray) -> ChunkStep:
-        """Execute float32 [num_envs, chunk, action_dim] actions in every env."""
-        ...
+from dexrl.vec_env import ChunkStep, Episode, Observation, VecEnv
 
 
 class Policy(Protocol):

@@ -11,7 +11,7 @@ from typing import Any
 import numpy as np
 
 from dexrl.errors import DexrlError
-from dexrl.evaluation.plan import Episode
+from dexrl.vec_env import Episode
 
 VIDEO_MODES = ("none", "failures", "all")
 VIDEO_DIR = "videos"

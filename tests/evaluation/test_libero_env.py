@@ -5,8 +5,8 @@ from __future__ import annotations
 import pytest
 import torch
 
-from dexrl.evaluation.plan import Episode
 from dexrl.libero_assets import is_asset_tree, libero_assets_dir
+from dexrl.vec_env import Episode
 
 pytestmark = [
     pytest.mark.slow,

@@ -9,8 +9,9 @@ import numpy as np
 import pytest
 import torch
 
-from dexrl.evaluation.plan import Episode, plan_episodes
-from dexrl.evaluation.runner import ChunkStep, LoopSettings, Timings, run_episodes
+from dexrl.evaluation.plan import plan_episodes
+from dexrl.evaluation.runner import LoopSettings, Timings, run_episodes
+from dexrl.vec_env import ChunkStep, Episode
 
 SIZE = 16
 

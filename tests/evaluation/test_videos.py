@@ -8,8 +8,8 @@ import numpy as np
 import pytest
 
 from dexrl.errors import DexrlError
-from dexrl.evaluation.plan import Episode
 from dexrl.evaluation.videos import VideoRecorder, video_name, write_gallery
+from dexrl.vec_env import Episode
 
 
 def record(recorder: VideoRecorder, task: int, trial: int, success: bool, frames: int = 5):

@@ -1,0 +1,68 @@
+"""The contract between the evaluation loop and its environments: what an env is given
+(:class:`Episode`) and returns (:class:`ChunkStep`), and the :class:`VecEnv` interface.
+
+It sits below both sides: :mod:`dexrl.evaluation` plans episodes and drives a ``VecEnv``;
+:class:`dexrl.bridge.libero_env.LiberoVecEnv` implements one over RLinf's LIBERO env, so the
+bridge never imports the evaluation package.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+from typing import Any, Protocol
+
+import numpy as np
+
+Observation = Mapping[str, Any]  # main_images/wrist_images [N, H, W, 3], states, task_descriptions
+
+
+@dataclass(frozen=True)
+class Episode:
+    """One evaluation episode, fixed before anything runs.
+
+    Attributes:
+        task_id: Task index within the suite.
+        trial_id: Index of LIBERO's fixed initial state for that task (the init-state id).
+        noise_seed: Seeds the policy's initial noise for every call of this episode.
+        scene_seed: Seeds LIBERO's scene randomness that the initial state does not fix (the
+            placement of fixtures such as cabinets and stoves), so the scene depends on the
+            episode alone, not on which env runs it.
+    """
+
+    task_id: int
+    trial_id: int
+    noise_seed: int
+    scene_seed: int
+
+    @property
+    def key(self) -> tuple[int, int]:
+        """(task_id, trial_id): what identifies an episode across runs."""
+        return self.task_id, self.trial_id
+
+
+@dataclass
+class ChunkStep:
+    """What stepping every env through one action chunk returned.
+
+    Attributes:
+        observations: One observation batch (all envs) per executed step.
+        successes: bool [num_envs, chunk]: the env reported task success at that step.
+    """
+
+    observations: list[Observation]
+    successes: np.ndarray
+
+
+class VecEnv(Protocol):
+    """Parallel environments the loop can drive."""
+
+    num_envs: int
+
+    def reset(self, env_ids: Sequence[int], episodes: Sequence[Episode]) -> Observation:
+        """Start ``episodes[j]`` in env ``env_ids[j]``; return the observation of every env."""
+        ...
+
+    def step_chunk(self, actions: np.ndarray) -> ChunkStep:
+        """Execute float32 [num_envs, chunk, action_dim] actions in every env."""
+        ...
