@@ -352,7 +352,7 @@ def write_manifest(directory: Path, manifest: Manifest, name: str = MANIFEST_NAM
     return path
 
 
-def read_manifest(directory: Path, name: str = MANIFEST_NAME) -> Manifest | None:
+def read_download_manifest(directory: Path, name: str = MANIFEST_NAME) -> Manifest | None:
     """The manifest of ``directory``, or None when it has none.
 
     Raises:

@@ -84,9 +84,9 @@ def _exception_of(record: logging.LogRecord) -> BaseException | None:
 
 def interpreter_facts() -> tuple[str, tuple[tuple[str, str | None], ...]]:
     """This process's interpreter and the versions of the packages a run depends on."""
-    from dexrl.runs import versions
+    from dexrl.versions import installed_versions
 
-    return sys.executable, tuple(sorted(versions().items()))
+    return sys.executable, tuple(sorted(installed_versions().items()))
 
 
 def probe(model_types: Sequence[str]) -> RoundTrip:

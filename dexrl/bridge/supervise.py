@@ -31,7 +31,8 @@ from dexrl.runs import MARKER
 
 @dataclass(frozen=True)
 class Progress:
-    """One event of a run, handed to ``launch(on_progress=...)`` in the main thread.
+    """One event of a run, handed to ``launch(on_progress=...)`` in the main thread (the CLI
+    renders it with :class:`dexrl.commands.progress.ProgressPrinter`).
 
     Attributes:
         kind: ``"ready"`` (workers up), ``"step"`` (a global step finished) or ``"checkpoint"``
@@ -49,27 +50,6 @@ class Progress:
     elapsed_s: float
     metrics: Mapping[str, float] = field(default_factory=dict)
     checkpoint: Path | None = None
-
-    def summary(self) -> str:
-        """A one-line rendering, e.g. ``step 3/10  52.1s/step  success 0.50  ...``."""
-        if self.kind == "ready":
-            return f"workers ready after {self.elapsed_s:.0f} s (starting at step {self.step})"
-        if self.kind == "checkpoint":
-            return f"checkpoint of step {self.step} written to {self.checkpoint}"
-        parts = [f"step {self.step}/{self.total}"]
-        for label, key, fmt in _SUMMARY_KEYS:
-            if key in self.metrics:
-                parts.append(f"{label} {self.metrics[key]:{fmt}}")
-        return "  ".join(parts)
-
-
-_SUMMARY_KEYS = (
-    ("time", "time/step", ".1f"),
-    ("success", "env/success_once", ".2f"),
-    ("return", "env/return", ".3f"),
-    ("policy_loss", "train/actor/policy_loss", ".4f"),
-    ("value_loss", "train/critic/value_loss", ".4f"),
-)
 
 
 def mark_complete(checkpoint: Path, step: int) -> Path:

@@ -17,6 +17,7 @@ from dexrl.catalog import load_reference, model_types, policy_for
 from dexrl.checks import Finding, errors
 from dexrl.checks.weights import WeightStats, findings_from, read_weights
 from dexrl.errors import DexrlError
+from dexrl.models.layout import INDEX_FILE, weight_files
 
 
 def read_config_json(path: Path) -> tuple[dict | None, Finding | None]:
@@ -36,18 +37,6 @@ def read_config_json(path: Path) -> tuple[dict | None, Finding | None]:
         return None, Finding("error", str(cfg_file), "config.json is not a JSON object",
                              "re-download the checkpoint")
     return data, None
-
-
-def weight_files(path: Path) -> list[Path]:
-    """The safetensors files of a checkpoint (shards listed by the index when present)."""
-    index = path / "model.safetensors.index.json"
-    if index.is_file():
-        try:
-            names = sorted(set(json.loads(index.read_text())["weight_map"].values()))
-        except (OSError, ValueError, KeyError, TypeError, AttributeError):
-            return []
-        return [path / n for n in names]
-    return sorted(path.glob("*.safetensors"))
 
 
 def check_checkpoint_dir(path: Path, expected_model_type: str | None = None) -> list[Finding]:
@@ -75,15 +64,10 @@ def check_checkpoint_dir(path: Path, expected_model_type: str | None = None) -> 
             f"checkpoint is '{model_type}' but the config trains '{expected_model_type}'",
             "choose the matching --model, or point model_path at a matching checkpoint",
         ))
-    shards = weight_files(path)
-    missing_shards = [p.name for p in shards if not p.is_file()]
-    if not shards:
-        findings.append(Finding("error", str(path), "no *.safetensors weights",
-                                "re-download the checkpoint"))
-    elif missing_shards:
-        findings.append(Finding("error", str(path / "model.safetensors.index.json"),
-                                f"shards listed but missing: {', '.join(missing_shards)}",
-                                "re-download the checkpoint"))
+    try:
+        weight_files(path)
+    except DexrlError as exc:
+        findings += findings_from(exc, str(path))
     for choices in spec.tokenizer_files:
         if not any((path / c).is_file() for c in choices):
             findings.append(Finding("error", str(path / choices[0]), "tokenizer file missing",
@@ -141,8 +125,11 @@ def verify_checkpoint(path: Path, expected_model_type: str | None = None) -> Ver
         return result  # nothing deeper is meaningful; the findings say why
     result.model_type = model_type
     result.checks.append("files")
-    files = weight_files(path)
-    index = path / "model.safetensors.index.json"
+    try:
+        files = weight_files(path)
+    except DexrlError:
+        files = []  # check_checkpoint_dir reported why
+    index = path / INDEX_FILE
     result.weights, header_findings = read_weights(files, index if index.is_file() else None)
     result.findings += header_findings
     if files and not header_findings and result.weights.files == len(files):

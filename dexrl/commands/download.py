@@ -107,7 +107,7 @@ def download_checkpoint(repo_id: str, *, revision: str | None = None,
 def _offline_copy(repo_id: str, revision: str | None, dest: Path,
                   expected_type: str | None) -> Downloaded:
     """Re-verify an earlier download of ``repo_id`` at ``dest`` without the hub."""
-    manifest = hub.read_manifest(dest)
+    manifest = hub.read_download_manifest(dest)
     if manifest is None or manifest.repo_id != repo_id:
         raise DexrlError(f"offline mode (HF_HUB_OFFLINE) is on and {dest} holds no verified "
                          f"download of {repo_id}",
@@ -133,7 +133,7 @@ def _check_destination(dest: Path, repo_id: str, force: bool) -> None:
     if force or not dest.is_dir() or not any(dest.iterdir()):
         return
     try:
-        manifest = hub.read_manifest(dest)
+        manifest = hub.read_download_manifest(dest)
     except DexrlError:
         manifest = None
     if manifest is not None and manifest.repo_id != repo_id:
@@ -209,7 +209,7 @@ def known_repos_table() -> Table:
     for repo in hub.KNOWN_REPOS.values():
         path = hub.checkpoint_dir(repo.repo_id)
         try:
-            manifest = hub.read_manifest(path)
+            manifest = hub.read_download_manifest(path)
         except DexrlError:
             manifest = None
         state = (f"verified, commit {manifest.commit[:12]}" if manifest and manifest.verified

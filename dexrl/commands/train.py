@@ -43,10 +43,10 @@ def resolve_ckpt(ckpt: str) -> Path:
     if path.exists():
         return path.resolve()
     if ckpt.count("/") == 1 and not ckpt.startswith((".", "/", "~")):
-        from dexrl.hub import checkpoint_dir, read_manifest
+        from dexrl.hub import checkpoint_dir, read_download_manifest
 
         local = checkpoint_dir(ckpt)
-        manifest = read_manifest(local) if local.is_dir() else None
+        manifest = read_download_manifest(local) if local.is_dir() else None
         if manifest is not None and manifest.verified:
             return local
         raise DexrlError(f"checkpoint '{ckpt}' has no verified download in {local}",

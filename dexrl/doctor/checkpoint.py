@@ -9,11 +9,12 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from dexrl import hub
-from dexrl.checks.checkpoint import Verification, verify_checkpoint, weight_files
+from dexrl.checks.checkpoint import Verification, verify_checkpoint
 from dexrl.checks.config import Facts
 from dexrl.doctor import CheckResult, fail, guarded, ok, skip, warn
 from dexrl.doctor.context import NO_CONFIG_FIX, Context
 from dexrl.errors import DexrlError
+from dexrl.models.layout import weight_files
 
 GB = 1e9
 
@@ -39,7 +40,7 @@ class Provenance:
 def read_provenance(path: Path) -> Provenance:
     """Read the download manifest and compare the files with it."""
     try:
-        manifest = hub.read_manifest(path)
+        manifest = hub.read_download_manifest(path)
     except DexrlError as exc:
         return Provenance(None, (), exc.message)
     if manifest is None:
@@ -118,6 +119,9 @@ def run(ctx: Context) -> Iterator[CheckResult]:
         from dexrl.plan import make_plan
 
         saves = make_plan(ctx.cfg, Facts(ctx.suite, 1)).saves
-    size = sum(f.stat().st_size for f in weight_files(ctx.ckpt) if f.is_file())
+    try:
+        size = sum(f.stat().st_size for f in weight_files(ctx.ckpt))
+    except DexrlError:
+        size = 0  # checkpoint.files reports why there are no weights
     where, free = free_bytes(RUNS_DIR)
     yield guarded("checkpoint.disk", check_disk, size, saves, where, free)

@@ -6,7 +6,6 @@ The supported ranges are read back from the installed ``dexrl`` distribution's m
 
 from __future__ import annotations
 
-import platform
 from dataclasses import dataclass
 from importlib import metadata
 
@@ -16,21 +15,8 @@ from packaging.utils import canonicalize_name
 
 from dexrl.doctor import CheckResult, fail, guarded, ok, warn
 from dexrl.doctor.context import Context
+from dexrl.versions import PACKAGES, installed_versions
 
-# What users call a package -> its distribution name.
-PACKAGES: dict[str, str] = {
-    "torch": "torch",
-    "rlinf": "rlinf",
-    "ray": "ray",
-    "transformers": "transformers",
-    "huggingface-hub": "huggingface-hub",
-    "hydra-core": "hydra-core",
-    "omegaconf": "omegaconf",
-    "mujoco": "mujoco",
-    "robosuite": "robosuite",
-    "libero": "rlinf-libero",
-    "numpy": "numpy",
-}
 # LIBERO's published success rates were measured with this MuJoCo; others render slightly
 # differently (0.3 % of pixels with 3.3.7), so results are not strictly comparable.
 LIBERO_MUJOCO = "3.3.2"
@@ -67,14 +53,8 @@ def supported_ranges(dist: str = "dexrl") -> dict[str, str]:
 
 
 def probe_stack() -> StackFacts:
-    """Versions from installed metadata (no imports, so it is fast and cannot crash on import)."""
-    versions: dict[str, str | None] = {"python": platform.python_version()}
-    for name, dist in PACKAGES.items():
-        try:
-            versions[name] = metadata.version(dist)
-        except metadata.PackageNotFoundError:
-            versions[name] = None
-    return StackFacts(versions, supported_ranges())
+    """Installed versions and the supported ranges, both from metadata."""
+    return StackFacts(installed_versions(), supported_ranges())
 
 
 def check_versions(facts: StackFacts) -> CheckResult:

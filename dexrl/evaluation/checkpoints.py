@@ -242,14 +242,14 @@ def _training_from_config(cfg: Any, run_dir: Path) -> TrainingInfo:
 
 
 def _download_manifest(model_dir: Path) -> dict[str, Any] | None:
-    from dexrl.hub import read_manifest
+    from dexrl.hub import read_download_manifest
 
-    manifest = read_manifest(model_dir)
+    manifest = read_download_manifest(model_dir)
     return dataclasses.asdict(manifest) if manifest is not None else None
 
 
 def _read_json(path: Path) -> dict[str, Any]:
-    from dexrl.models.checkpoint import read_json
+    from dexrl.models.layout import read_json
 
     return read_json(path, what=path.name)
 

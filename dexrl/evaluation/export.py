@@ -133,7 +133,7 @@ def export_checkpoint(source: CheckpointSource, out: Path, *, keep_value_head: b
 def _dexbotic_state(source: CheckpointSource, trained: dict[str, torch.Tensor]
                     ) -> tuple[dict[str, torch.Tensor], list[str]]:
     """The trained weights checked against the base checkpoint's key set, gaps filled from it."""
-    from dexrl.models.checkpoint import weight_files
+    from dexrl.models.layout import weight_files
 
     shapes: dict[str, tuple[int, ...]] = {}
     origin: dict[str, Path] = {}

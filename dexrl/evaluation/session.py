@@ -104,7 +104,8 @@ def run(prepared: Prepared, *, command: list[str],
         on_episode: Callable[[EpisodeResult], None] | None = None) -> dict[str, Any]:
     """Run the prepared evaluation and write its results; returns the results.json content."""
     from dexrl.bridge.libero_env import LiberoVecEnv
-    from dexrl.runs import git_state, versions
+    from dexrl.runs import git_state
+    from dexrl.versions import installed_versions
 
     s = prepared.settings
     started = time.perf_counter()
@@ -140,7 +141,7 @@ def run(prepared: Prepared, *, command: list[str],
     finally:
         env.close()
     return _finish(prepared, outcomes, timings, time.perf_counter() - started, command,
-                   {"versions": versions(), "git": git_state()})
+                   {"versions": installed_versions(), "git": git_state()})
 
 
 def _finish(prepared: Prepared, outcomes: list[EpisodeResult], timings: Timings, wall: float,

@@ -24,7 +24,7 @@ def checkpoint_model_type(ckpt_dir: str | Path) -> str:
     """The ``model_type`` of a checkpoint's config.json; DexrlError when no policy has it."""
     from dexrl.catalog import model_types
     from dexrl.errors import DexrlError
-    from dexrl.models.checkpoint import read_json
+    from dexrl.models.layout import read_json
 
     config_path = Path(ckpt_dir) / "config.json"
     model_type = read_json(config_path, what="model config").get("model_type")

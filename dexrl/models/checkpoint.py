@@ -1,83 +1,23 @@
-"""Reading checkpoint directories: JSON, single or sharded safetensors, strict key accounting."""
+"""Reading checkpoint weights: single or sharded safetensors into tensors, strict key accounting
+(the folder's files themselves: :mod:`dexrl.models.layout`)."""
 
 from __future__ import annotations
 
 import fnmatch
 import itertools
-import json
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from pathlib import Path
-from typing import Any, TypeVar
+from typing import TypeVar
 
 import torch
 from safetensors import SafetensorError, safe_open
 from torch import nn
 
 from dexrl.errors import DexrlError
+from dexrl.models.layout import INDEX_FILE, preview
 
-INDEX_FILE = "model.safetensors.index.json"
-SINGLE_FILE = "model.safetensors"
 # The checkpoint's compute dtype: RLinf casts the whole model to the dtype of this weight.
 DTYPE_REFERENCE_KEY = "model.llm.layers.0.self_attn.q_proj.weight"
-_SHOWN_KEYS = 5  # how many offending keys an error message lists before the count
-
-
-def read_json(path: Path, *, what: str) -> dict[str, Any]:
-    """Read a JSON object from ``path``; ``what`` names the file's role in error hints."""
-    if not path.is_file():
-        raise DexrlError(
-            f"missing {what}",
-            hint=f"the checkpoint directory must contain {path.name}; copy it from the original "
-            "checkpoint or point --model at the right directory",
-            where=str(path),
-        )
-    try:
-        data = json.loads(path.read_text(encoding="utf-8"))
-    except (OSError, UnicodeDecodeError, json.JSONDecodeError) as exc:
-        raise DexrlError(
-            f"cannot parse {what}: {exc}",
-            hint="the file is corrupt; restore it from the original checkpoint",
-            where=str(path),
-        ) from exc
-    if not isinstance(data, dict):
-        raise DexrlError(
-            f"{what} must hold a JSON object, found {type(data).__name__}",
-            hint="restore the file from the original checkpoint",
-            where=str(path),
-        )
-    return data
-
-
-def weight_files(ckpt_dir: Path) -> list[Path]:
-    """Return a checkpoint's safetensors files: the shards the index names, or the single file."""
-    index = ckpt_dir / INDEX_FILE
-    if index.is_file():
-        weight_map = read_json(index, what="safetensors index").get("weight_map")
-        if not isinstance(weight_map, dict) or not weight_map:
-            raise DexrlError(
-                "safetensors index has no 'weight_map'",
-                hint="restore model.safetensors.index.json from the original checkpoint",
-                where=str(index),
-            )
-        files = [ckpt_dir / name for name in sorted(set(weight_map.values()))]
-        missing = [f.name for f in files if not f.is_file()]
-        if missing:
-            raise DexrlError(
-                f"shards named by the index are missing: {_preview(missing)}",
-                hint="download the missing shard files into the checkpoint directory",
-                where=str(index),
-            )
-        return files
-    if (ckpt_dir / SINGLE_FILE).is_file():
-        return [ckpt_dir / SINGLE_FILE]
-    found = sorted(ckpt_dir.glob("*.safetensors"))
-    if found:
-        return found
-    raise DexrlError(
-        "no weights found (neither model.safetensors nor model.safetensors.index.json)",
-        hint="point at a directory holding the Dexbotic checkpoint's safetensors files",
-        where=str(ckpt_dir),
-    )
 
 
 def read_state_dict(
@@ -144,7 +84,7 @@ def load_strict(
         ("unexpected checkpoint weights", unexpected),
         ("weights with the wrong shape", mismatched),
     ]
-    details = [f"{label} ({len(keys)}): {_preview(keys)}" for label, keys in problems if keys]
+    details = [f"{label} ({len(keys)}): {preview(keys)}" for label, keys in problems if keys]
     if details:
         raise DexrlError(
             "checkpoint weights do not match the model built from config.json",
@@ -197,9 +137,3 @@ def build_and_load(
     if leftover:  # a module gained a non-persistent buffer that init_buffers does not rebuild
         raise RuntimeError(f"tensors left on the meta device after loading: {leftover}")
     return network.eval()
-
-
-def _preview(keys: Sequence[str]) -> str:
-    shown = ", ".join(keys[:_SHOWN_KEYS])
-    more = len(keys) - _SHOWN_KEYS
-    return f"{shown}, ... and {more} more" if more > 0 else shown

@@ -15,6 +15,7 @@ from pathlib import Path
 
 from dexrl.bridge.launch import latest_checkpoint, launch, load_run_config, prepare
 from dexrl.bridge.registry import EXT_MODULE
+from dexrl.commands.progress import ProgressPrinter
 from dexrl.config import compose
 
 CONFIG = os.environ.get("DEXRL_SMOKE_CONFIG", "libero_spatial_ppo_dexbotic_pi0")
@@ -34,7 +35,7 @@ def main(run_dir: str, mode: str, *overrides: str) -> int:
     prepare(cfg, smoke=True, ext_module=ext)
     stall_s = float(os.environ.get("DEXRL_SMOKE_STALL_S", "600"))
     return launch(cfg, Path(run_dir), resume_from=resume, stall_timeout_s=stall_s,
-                  on_progress=lambda p: print(p.summary(), flush=True))
+                  on_progress=ProgressPrinter())
 
 
 if __name__ == "__main__":

@@ -257,7 +257,7 @@ def test_events_arrive_in_order_and_checkpoints_get_marked(tmp_path: Path) -> No
     assert [(p.kind, p.step) for p in seen] == [("ready", 0), ("step", 1), ("checkpoint", 1),
                                                 ("step", 2)]
     assert (ckpt / MARKER).is_file() and not (empty / MARKER).exists()
-    assert seen[1].summary() == "step 1/2  time 3.0  success 0.50"
+    assert seen[1].metrics == {"time/step": 3.0, "env/success_once": 0.5}
 
 
 def test_a_loop_error_becomes_a_dexrl_error(

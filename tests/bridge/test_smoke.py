@@ -184,7 +184,7 @@ def test_a_stalled_worker_group_is_named_and_the_run_stops(tmp_path: Path) -> No
 def test_ctrl_c_stops_everything_and_leaves_the_run_resumable(tmp_path: Path) -> None:
     run_dir = tmp_path / "run"
     run = smoke(run_dir, "train", *TINY, "runner.max_steps=3", "runner.max_epochs=3",
-                env=TINY_ENV, interrupt_after="checkpoint of step 1 written")
+                env=TINY_ENV, interrupt_after="checkpoints/global_step_1")
     assert run.returncode == 130, run.stderr[-3000:]
     assert "Interrupted; stopping workers" in run.stdout
     time.sleep(2)

@@ -116,7 +116,7 @@ def assert_fails(result, *fragments: str) -> None:
 
 
 def manifest_of(path: Path) -> dexrl_hub.Manifest | None:
-    return dexrl_hub.read_manifest(path)
+    return dexrl_hub.read_download_manifest(path)
 
 
 def test_known_repo_downloads_verifies_and_records_provenance(hub, home, pi0_main) -> None:
@@ -397,7 +397,8 @@ def test_libero_assets_are_fetched_verified_and_linked(hub, home, libero_site) -
     assert libero_site.is_symlink() and libero_assets.is_asset_tree(libero_site)
     assert libero_site.resolve() == (home / "libero-assets").resolve()
     assert any(s.path.startswith("/api/datasets/RLinf/LIBERO-assets") for s in hub.seen)
-    manifest = dexrl_hub.read_manifest(home / "libero-assets", libero_assets.ASSETS_MANIFEST)
+    manifest = dexrl_hub.read_download_manifest(home / "libero-assets",
+                                                libero_assets.ASSETS_MANIFEST)
     assert manifest.verified and manifest.repo_type == "dataset"
     again = run("--libero-assets")
     assert again.exit_code == 0 and "already in place" in again.output

@@ -6,6 +6,7 @@ from importlib import metadata
 
 import pytest
 
+import dexrl
 from dexrl.doctor import stack
 from dexrl.doctor.stack import StackFacts, check_mujoco, check_versions, supported_ranges
 
@@ -67,7 +68,28 @@ def test_mujoco(version: str | None, status: str) -> None:
         assert "3.3.2" in result.fix
 
 
-def test_probe_reads_this_install() -> None:
+def test_this_install_is_within_its_own_ranges() -> None:
+    """`make install` applies dexrl's pins, so the real probe finds every package in range."""
     facts = stack.probe_stack()
-    assert facts.versions["rlinf"] == metadata.version("rlinf")
-    assert facts.versions["libero"] == metadata.version("rlinf-libero")
+    assert facts.versions["dexrl"] == dexrl.__version__  # packaging metadata = the module
+    assert set(facts.ranges) >= {"python", "torch", "rlinf", "transformers", "mujoco"}
+    assert check_versions(facts).status == "ok"
+
+
+def test_a_package_that_is_not_installed_is_a_finding_not_a_crash(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    real = metadata.version
+
+    def version(dist: str) -> str:
+        if dist in ("robosuite", "rlinf"):
+            raise metadata.PackageNotFoundError(dist)
+        return real(dist)
+
+    monkeypatch.setattr(metadata, "version", version)
+    facts = stack.probe_stack()
+    assert facts.versions["robosuite"] is None and facts.versions["rlinf"] is None
+    result = check_versions(facts)
+    assert result.status == "fail"
+    assert "rlinf is not installed (needs ==0.3.0)" in result.finding
+    assert "robosuite is not installed" in result.finding

@@ -10,7 +10,7 @@ from typing import Any, Self
 from transformers import CONFIG_MAPPING, PretrainedConfig
 
 from dexrl.errors import DexrlError
-from dexrl.models.checkpoint import read_json
+from dexrl.models.layout import read_json
 
 
 @dataclass

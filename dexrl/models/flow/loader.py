@@ -12,10 +12,10 @@ from dexrl.models.checkpoint import (
     build_and_load,
     checkpoint_dtype,
     read_state_dict,
-    weight_files,
 )
 from dexrl.models.flow.config import FlowConfig
 from dexrl.models.flow.projector import check_projector
+from dexrl.models.layout import weight_files
 
 _LOW_PRECISION = (torch.bfloat16, torch.float16)
 
