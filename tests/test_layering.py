@@ -68,7 +68,7 @@ def test_only_the_cli_imports_the_commands() -> None:
     # The models are a library of their own: the catalog's declarations at most.
     ("dexrl.models", ("dexrl.bridge", "dexrl.commands", "dexrl.cli", "dexrl.evaluation",
                       "dexrl.doctor", "dexrl.checks", "dexrl.config", "dexrl.hub", "dexrl.runs",
-                      "dexrl.plan")),
+                      "dexrl.launch_plan")),
     # The bridge serves the library and the verbs, never the other way round.
     ("dexrl.bridge", ("dexrl.commands", "dexrl.cli", "dexrl.evaluation", "dexrl.doctor",
                       "dexrl.checks")),

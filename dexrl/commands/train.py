@@ -186,7 +186,7 @@ def _is_smoke_path_warning(finding: Finding) -> bool:
 def show_plan(result: Validated, findings: list[Finding], suite: str, per_node: int,
               target: Path) -> None:
     """Print what a launch would do (``--dry-run``); nothing is started or written."""
-    from dexrl.plan import make_plan, render_plan
+    from dexrl.launch_plan import make_plan, render_plan
 
     refuse_on_errors(result.name, findings)
     out = Console(highlight=False, soft_wrap=True)

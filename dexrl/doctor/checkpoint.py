@@ -116,7 +116,7 @@ def run(ctx: Context) -> Iterator[CheckResult]:
         time.monotonic() - start)
     saves = None
     if ctx.cfg is not None:
-        from dexrl.plan import make_plan
+        from dexrl.launch_plan import make_plan
 
         saves = make_plan(ctx.cfg, Facts(ctx.suite, 1)).saves
     try:
