@@ -45,7 +45,7 @@ def main() -> None:
     args = parse_args()
     from dexrl.bridge.libero_env import LiberoVecEnv, suite_info
     from dexrl.evaluation.checkpoints import load_eval_policy, resolve_checkpoint
-    from dexrl.evaluation.plan import plan_episodes
+    from dexrl.evaluation.episodes import plan_episodes
     from dexrl.evaluation.runner import LoopSettings, Timings, run_episodes
     from dexrl.evaluation.settings import env_config, resolve_settings
 

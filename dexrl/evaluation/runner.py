@@ -3,7 +3,7 @@
 The loop is environment-agnostic: it drives anything with the :class:`~dexrl.vec_env.VecEnv`
 interface (:class:`dexrl.bridge.libero_env.LiberoVecEnv` wraps RLinf's own LIBERO env). Every
 episode is
-fixed in advance (:mod:`dexrl.evaluation.plan`); its outcome does not depend on which env slot
+fixed in advance (:mod:`dexrl.evaluation.episodes`); its outcome does not depend on which env slot
 runs it, because the policy's initial noise comes from the episode's own seed.
 
 An episode succeeds when the env reports success within ``max_episode_steps`` steps (LIBERO's

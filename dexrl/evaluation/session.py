@@ -18,7 +18,7 @@ from omegaconf import DictConfig
 
 from dexrl.evaluation import results as res
 from dexrl.evaluation.checkpoints import CheckpointSource, load_eval_policy, resolve_checkpoint
-from dexrl.evaluation.plan import parse_tasks, plan_episodes
+from dexrl.evaluation.episodes import parse_tasks, plan_episodes
 from dexrl.evaluation.reference import references_for
 from dexrl.evaluation.runner import EpisodeResult, LoopSettings, Timings, run_episodes
 from dexrl.evaluation.settings import EvalSettings, env_config, resolve_settings

@@ -9,7 +9,7 @@ import numpy as np
 import pytest
 import torch
 
-from dexrl.evaluation.plan import plan_episodes
+from dexrl.evaluation.episodes import plan_episodes
 from dexrl.evaluation.runner import LoopSettings, Timings, run_episodes
 from dexrl.vec_env import ChunkStep, Episode
 

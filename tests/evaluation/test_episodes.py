@@ -5,7 +5,7 @@ from __future__ import annotations
 import pytest
 
 from dexrl.errors import DexrlError
-from dexrl.evaluation.plan import noise_seed, parse_tasks, plan_episodes, scene_seed
+from dexrl.evaluation.episodes import noise_seed, parse_tasks, plan_episodes, scene_seed
 
 
 @pytest.mark.parametrize(
