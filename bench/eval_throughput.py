@@ -7,7 +7,7 @@ per env, two 256² cameras rendered every step):
 
 - raw: the subprocess vector env stepped with zero actions (no RLinf wrapper, no resets);
 - bare: the same episodes through RLinf's wrapper with zero actions and the same resets;
-- eval: :func:`dexrl.evaluation.runner.run_episodes` with the policy.
+- eval: :func:`dexrl.evaluation.episode_loop.run_episodes` with the policy.
 
 Each loop runs ``--repeats`` times, in turns, and the best time of each is compared.
 
@@ -45,8 +45,8 @@ def main() -> None:
     args = parse_args()
     from dexrl.bridge.libero_env import LiberoVecEnv, suite_info
     from dexrl.evaluation.checkpoints import load_eval_policy, resolve_checkpoint
+    from dexrl.evaluation.episode_loop import LoopSettings, Timings, run_episodes
     from dexrl.evaluation.episodes import plan_episodes
-    from dexrl.evaluation.runner import LoopSettings, Timings, run_episodes
     from dexrl.evaluation.settings import env_config, resolve_settings
 
     with tempfile.TemporaryDirectory() as tmp:

@@ -29,7 +29,7 @@ from pathlib import Path
 from typing import Any
 
 from dexrl.errors import DexrlError
-from dexrl.evaluation.runner import EpisodeResult
+from dexrl.evaluation.episode_loop import EpisodeResult
 from dexrl.evaluation.stats import mcnemar_exact, wilson_interval
 
 SCHEMA = "dexrl-eval-results"

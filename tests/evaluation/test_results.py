@@ -9,7 +9,7 @@ import pytest
 
 from dexrl.errors import DexrlError
 from dexrl.evaluation import results as res
-from dexrl.evaluation.runner import EpisodeResult
+from dexrl.evaluation.episode_loop import EpisodeResult
 
 LANGUAGES = {0: "open the drawer", 3: "pick up the bowl"}
 

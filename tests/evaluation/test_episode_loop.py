@@ -9,8 +9,8 @@ import numpy as np
 import pytest
 import torch
 
+from dexrl.evaluation.episode_loop import LoopSettings, Timings, run_episodes
 from dexrl.evaluation.episodes import plan_episodes
-from dexrl.evaluation.runner import LoopSettings, Timings, run_episodes
 from dexrl.vec_env import ChunkStep, Episode
 
 SIZE = 16
