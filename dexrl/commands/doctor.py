@@ -90,7 +90,7 @@ def doctor(
 
     from dexrl.doctor import cluster
     from dexrl.doctor.report import exit_code, print_table, relevant_env, to_json, to_markdown
-    from dexrl.doctor.runner import areas, run_doctor
+    from dexrl.doctor.schedule import areas, run_doctor
 
     if as_json and markdown:
         raise DexrlError("--json and --markdown are exclusive", "pick one output format")

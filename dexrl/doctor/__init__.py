@@ -2,7 +2,7 @@
 
 Every check is a small pure function over facts (gathered by separate probe functions) that
 returns one :class:`CheckResult`. Areas (``stack``, ``cuda``, ``render``, ``libero``, ``cluster``,
-``extension``, ``checkpoint``) pair probes with checks; :mod:`dexrl.doctor.runner` runs them under
+``extension``, ``checkpoint``) pair probes with checks; :mod:`dexrl.doctor.schedule` runs them under
 a time budget and :mod:`dexrl.doctor.report` renders the results.
 """
 

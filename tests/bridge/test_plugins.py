@@ -24,7 +24,7 @@ from dexrl.bridge.roundtrip import RoundTrip
 from dexrl.catalog import get_policy, policies
 from dexrl.cli import app
 from dexrl.commands.validate import compose_and_check
-from dexrl.doctor import runner as doctor_runner
+from dexrl.doctor import schedule as doctor_runner
 from dexrl.doctor.extension import check_roundtrip
 from dexrl.errors import DexrlError
 

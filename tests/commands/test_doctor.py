@@ -12,9 +12,9 @@ from typer.testing import CliRunner
 
 from dexrl.cli import app
 from dexrl.doctor import CheckResult, fail, ok, warn
-from dexrl.doctor import runner as doctor_runner
+from dexrl.doctor import schedule as doctor_runner
 from dexrl.doctor.context import Context
-from dexrl.doctor.runner import Area, config_area
+from dexrl.doctor.schedule import Area, config_area
 
 runner = CliRunner()
 

@@ -10,7 +10,7 @@ import pytest
 from dexrl.checks import Finding
 from dexrl.doctor import CheckResult, fail, guarded, ok, skip, warn
 from dexrl.doctor.context import Budget, BudgetExhausted, Context
-from dexrl.doctor.runner import Area, areas, check_config, run_area, run_doctor
+from dexrl.doctor.schedule import Area, areas, check_config, run_area, run_doctor
 
 
 def ctx(budget: float = 60.0) -> Context:
