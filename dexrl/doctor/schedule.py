@@ -17,7 +17,7 @@ from dexrl.checks import Finding
 from dexrl.doctor import (
     CRASH_FIX,
     CheckResult,
-    checkpoint,
+    checkpoint_area,
     cluster,
     cuda,
     fail,
@@ -81,7 +81,7 @@ def areas(findings: Sequence[Finding] | None) -> list[Area]:
              ("libero.import", "libero.config", "libero.assets", "libero.env")),
         Area("ray", cluster.run, ("ray.stale", "ray.nodes", "ray.node_rank", "ray.ram", "ray.shm",
                                   "extension.roundtrip")),
-        Area("checkpoint", checkpoint.run, ("checkpoint.files", "checkpoint.disk")),
+        Area("checkpoint", checkpoint_area.run, ("checkpoint.files", "checkpoint.disk")),
     ]
 
 

@@ -7,7 +7,7 @@ from pathlib import Path
 
 from dexrl import hub
 from dexrl.checks.checkpoint import verify_checkpoint
-from dexrl.doctor.checkpoint import (
+from dexrl.doctor.checkpoint_area import (
     GB,
     Provenance,
     check_disk,
