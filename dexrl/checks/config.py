@@ -15,7 +15,7 @@ from omegaconf import DictConfig, OmegaConf
 
 from dexrl.catalog import SUITES, load_reference, policies, policy_for
 from dexrl.checks import Finding
-from dexrl.checks.checkpoint import check_checkpoint_dir
+from dexrl.checks.checkpoint_dir import check_checkpoint_dir
 
 KNOWN_LOGGERS = ("tensorboard", "wandb", "swanlab")
 # dexrl.models.transforms.NORM_MODES, repeated because that module imports torch.

@@ -12,7 +12,7 @@ from rich.console import Console
 from rich.table import Table
 
 from dexrl import hub
-from dexrl.checks.checkpoint import Verification, verify_checkpoint
+from dexrl.checks.checkpoint_dir import Verification, verify_checkpoint
 from dexrl.errors import DexrlError
 
 EPILOG = """\

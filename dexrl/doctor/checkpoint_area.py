@@ -9,7 +9,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from dexrl import hub
-from dexrl.checks.checkpoint import Verification, verify_checkpoint
+from dexrl.checks.checkpoint_dir import Verification, verify_checkpoint
 from dexrl.checks.config import Facts
 from dexrl.doctor import CheckResult, fail, guarded, ok, skip, warn
 from dexrl.doctor.context import NO_CONFIG_FIX, Context

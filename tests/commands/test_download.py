@@ -130,7 +130,7 @@ def test_known_repo_downloads_verifies_and_records_provenance(hub, home, pi0_mai
     assert manifest.repo_id == PI0 and manifest.endpoint == hub.url
     assert manifest.files == {k: len(v) for k, v in pi0_main.items()}
     assert manifest.changed_files(dest) == []
-    from dexrl.checks.checkpoint import verify_checkpoint
+    from dexrl.checks.checkpoint_dir import verify_checkpoint
 
     params = verify_checkpoint(dest).weights.parameters
     for text in (f"main → {MAIN}", "dexbotic_pi0", f"{params:,} in", "float32",

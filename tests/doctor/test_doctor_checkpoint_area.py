@@ -6,7 +6,7 @@ from collections.abc import Callable
 from pathlib import Path
 
 from dexrl import hub
-from dexrl.checks.checkpoint import verify_checkpoint
+from dexrl.checks.checkpoint_dir import verify_checkpoint
 from dexrl.doctor.checkpoint_area import (
     GB,
     Provenance,
