@@ -164,7 +164,7 @@ def _dexbotic_state(source: CheckpointSource, trained: dict[str, torch.Tensor]
 
 
 def _compute_dtype(state: dict[str, torch.Tensor]) -> str:
-    from dexrl.models.checkpoint import checkpoint_dtype
+    from dexrl.models.weight_loading import checkpoint_dtype
 
     return str(checkpoint_dtype(state)).removeprefix("torch.")
 

@@ -7,15 +7,15 @@ from pathlib import Path
 
 import torch
 
-from dexrl.models.checkpoint import (
+from dexrl.models.flow.config import FlowConfig
+from dexrl.models.flow.projector import check_projector
+from dexrl.models.layout import weight_files
+from dexrl.models.weight_loading import (
     NetworkT,
     build_and_load,
     checkpoint_dtype,
     read_state_dict,
 )
-from dexrl.models.flow.config import FlowConfig
-from dexrl.models.flow.projector import check_projector
-from dexrl.models.layout import weight_files
 
 _LOW_PRECISION = (torch.bfloat16, torch.float16)
 
