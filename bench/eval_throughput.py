@@ -44,10 +44,10 @@ def parse_args() -> argparse.Namespace:
 def main() -> None:
     args = parse_args()
     from dexrl.bridge.libero_env import LiberoVecEnv, suite_info
-    from dexrl.evaluation.checkpoints import load_eval_policy, resolve_checkpoint
     from dexrl.evaluation.episode_loop import LoopSettings, Timings, run_episodes
     from dexrl.evaluation.episodes import plan_episodes
     from dexrl.evaluation.settings import env_config, resolve_settings
+    from dexrl.evaluation.sources import load_eval_policy, resolve_checkpoint
 
     with tempfile.TemporaryDirectory() as tmp:
         ckpt = args.ckpt

@@ -28,14 +28,14 @@ from safetensors import safe_open
 from safetensors.torch import save_file
 
 from dexrl.errors import DexrlError
-from dexrl.evaluation.checkpoints import (
+from dexrl.evaluation.results import RESULTS_FILE, load_results
+from dexrl.evaluation.sources import (
     EXPORT_MANIFEST,
     CheckpointSource,
     is_unused_key,
     read_training_weights,
     unused_key_patterns,
 )
-from dexrl.evaluation.results import RESULTS_FILE, load_results
 
 WEIGHTS_FILE = "model.safetensors"
 VALUE_HEAD_FILE = "value_head.safetensors"

@@ -17,11 +17,11 @@ from typing import Any
 from omegaconf import DictConfig
 
 from dexrl.evaluation import results as res
-from dexrl.evaluation.checkpoints import CheckpointSource, load_eval_policy, resolve_checkpoint
 from dexrl.evaluation.episode_loop import EpisodeResult, LoopSettings, Timings, run_episodes
 from dexrl.evaluation.episodes import parse_tasks, plan_episodes
 from dexrl.evaluation.reference import references_for
 from dexrl.evaluation.settings import EvalSettings, env_config, resolve_settings
+from dexrl.evaluation.sources import CheckpointSource, load_eval_policy, resolve_checkpoint
 from dexrl.evaluation.videos import VideoRecorder, write_gallery
 from dexrl.vec_env import Episode
 

@@ -16,7 +16,7 @@ from omegaconf import DictConfig, OmegaConf
 
 from dexrl.catalog import get_suite
 from dexrl.errors import DexrlError
-from dexrl.evaluation.checkpoints import CheckpointSource, model_defaults
+from dexrl.evaluation.sources import CheckpointSource, model_defaults
 from dexrl.evaluation.videos import check_mode
 
 # Env keys the eval sets itself (through flags or by design); overriding them would break pairing.

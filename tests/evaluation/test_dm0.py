@@ -8,9 +8,9 @@ from pathlib import Path
 import pytest
 import torch
 
-from dexrl.evaluation.checkpoints import load_eval_policy, resolve_checkpoint
 from dexrl.evaluation.export import export_checkpoint
 from dexrl.evaluation.settings import resolve_settings
+from dexrl.evaluation.sources import load_eval_policy, resolve_checkpoint
 from dexrl.models import load_policy
 
 
@@ -48,7 +48,7 @@ def test_dm0_defaults(dm0_run: Path) -> None:
 def test_fixture_keys_equal_what_the_rlinf_dm0_adapter_saves(dm0_run: Path) -> None:
     from dexrl.bridge.dm0_policy import build
     from dexrl.config import compose
-    from dexrl.evaluation.checkpoints import read_training_weights
+    from dexrl.evaluation.sources import read_training_weights
 
     source = resolve_checkpoint(dm0_run)
     cfg = compose("libero_goal_ppo_dexbotic_dm0",

@@ -13,10 +13,10 @@ from safetensors import safe_open
 from safetensors.torch import load_file
 
 from dexrl.errors import DexrlError
-from dexrl.evaluation.checkpoints import WEIGHTS_IN_STEP, load_eval_policy, resolve_checkpoint
 from dexrl.evaluation.episode_loop import EpisodeResult
 from dexrl.evaluation.export import export_checkpoint, push_to_hub
 from dexrl.evaluation.results import build_results, write_json_atomic
+from dexrl.evaluation.sources import WEIGHTS_IN_STEP, load_eval_policy, resolve_checkpoint
 from dexrl.models import load_policy
 
 

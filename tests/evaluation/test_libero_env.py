@@ -17,8 +17,8 @@ pytestmark = [
 
 def test_resets_start_the_named_task_and_initial_state(tiny_pi0_dir) -> None:  # noqa: ANN001
     from dexrl.bridge.libero_env import LiberoVecEnv, suite_info
-    from dexrl.evaluation.checkpoints import resolve_checkpoint
     from dexrl.evaluation.settings import env_config, resolve_settings
+    from dexrl.evaluation.sources import resolve_checkpoint
 
     info = suite_info("libero_spatial")
     assert len(info.languages) == 10 and set(info.init_states.values()) == {50}

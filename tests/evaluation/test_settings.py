@@ -7,8 +7,8 @@ from pathlib import Path
 import pytest
 
 from dexrl.errors import DexrlError
-from dexrl.evaluation.checkpoints import resolve_checkpoint
 from dexrl.evaluation.settings import env_config, resolve_settings
+from dexrl.evaluation.sources import resolve_checkpoint
 
 ARGS = dict(suite="libero_spatial", tasks=[0, 1], episodes_per_task=3, num_envs=None, seed=0,
             num_steps=None, action_chunk=None, max_episode_steps=None, video="none",

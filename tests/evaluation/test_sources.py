@@ -11,7 +11,7 @@ import torch
 from omegaconf import OmegaConf
 
 from dexrl.errors import DexrlError
-from dexrl.evaluation.checkpoints import (
+from dexrl.evaluation.sources import (
     WEIGHTS_IN_STEP,
     load_eval_policy,
     read_training_weights,
