@@ -52,7 +52,7 @@ def main() -> None:
     with tempfile.TemporaryDirectory() as tmp:
         ckpt = args.ckpt
         if ckpt is None:
-            from dexrl.testing.checkpoints import write_tiny_pi0
+            from dexrl.testing.tiny_pi0 import write_tiny_pi0
 
             ckpt = write_tiny_pi0(Path(tmp) / "tiny", chunk_size=max(8, args.action_chunk))
         source = resolve_checkpoint(ckpt)

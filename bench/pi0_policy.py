@@ -40,12 +40,12 @@ from dexrl.models.pi0.network import Pi0Network
 from dexrl.models.pi0.policy import Pi0Policy
 from dexrl.models.pi0.tokenization import Pi0PromptTokenizer
 from dexrl.models.transforms import NormStats
-from dexrl.testing.checkpoints import write_tiny_pi0
 from dexrl.testing.files import (
     write_norm_stats,
     write_preprocessor_config,
     write_sentencepiece_tokenizer,
 )
+from dexrl.testing.tiny_pi0 import write_tiny_pi0
 
 
 # ---------------------------------------------------------------- models

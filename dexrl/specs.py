@@ -152,7 +152,7 @@ POLICIES: dict[str, Policy] = {
     for p in (
         Policy("pi0", "dexbotic_pi0", "Dexbotic π0: SigLIP + Gemma-2B with a Gemma action expert",
                "dexrl.bridge.pi0_policy:build", model=PI0,
-               smoke_checkpoint="dexrl.testing.checkpoints:write_tiny_pi0"),
+               smoke_checkpoint="dexrl.testing.tiny_pi0:write_tiny_pi0"),
         # dexbotic_dm0 is also an RLinf built-in, which dexrl replaces only once its own adapter
         # is installed.
         Policy("dm0", "dexbotic_dm0", "Dexbotic DM0: PE ViT-L/14@728 + Qwen3 with a Qwen3 expert",

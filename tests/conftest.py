@@ -12,7 +12,7 @@ import pytest
 @pytest.fixture(scope="session")
 def tiny_pi0_dir(tmp_path_factory: pytest.TempPathFactory) -> Path:
     """A tiny random π0 checkpoint (single file, mlp2x_gelu, fp32). Treat it as read-only."""
-    from dexrl.testing.checkpoints import write_tiny_pi0
+    from dexrl.testing.tiny_pi0 import write_tiny_pi0
 
     return write_tiny_pi0(tmp_path_factory.mktemp("tiny_pi0") / "ckpt", seed=0)
 

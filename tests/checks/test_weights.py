@@ -11,8 +11,8 @@ from safetensors.torch import save_file
 
 from dexrl.checks.checkpoint_dir import verify_checkpoint
 from dexrl.checks.weights import HeaderError, read_header
-from dexrl.testing.checkpoints import write_tiny_pi0
 from dexrl.testing.files import write_norm_stats
+from dexrl.testing.tiny_pi0 import write_tiny_pi0
 
 
 def errors_of(path: Path) -> str:

@@ -20,8 +20,8 @@ from dexrl import hub as dexrl_hub
 from dexrl import libero_assets
 from dexrl.cli import app
 from dexrl.errors import DexrlError
-from dexrl.testing.checkpoints import write_tiny_pi0
 from dexrl.testing.files import write_norm_stats
+from dexrl.testing.tiny_pi0 import write_tiny_pi0
 
 runner = CliRunner()
 PI0 = "Dexmal/libero-db-pi0"

@@ -23,8 +23,8 @@ from dexrl.models import load_policy
 @pytest.fixture(scope="module")
 def extras_run(tmp_path_factory: pytest.TempPathFactory) -> Path:
     """A run whose base checkpoint carries the unused tensors real Dexbotic files hold."""
-    from dexrl.testing.checkpoints import write_tiny_pi0
     from dexrl.testing.rlinf_run import write_tiny_rlinf_run
+    from dexrl.testing.tiny_pi0 import write_tiny_pi0
 
     root = tmp_path_factory.mktemp("extras")
     base = write_tiny_pi0(root / "base", seed=3, extra_keys=True)
@@ -81,8 +81,8 @@ def test_value_head_kept_beside_the_model(tiny_run: Path, tmp_path: Path) -> Non
 
 
 def test_float32_training_of_a_bf16_base_keeps_float32(tmp_path: Path) -> None:
-    from dexrl.testing.checkpoints import write_tiny_pi0
     from dexrl.testing.rlinf_run import write_tiny_rlinf_run
+    from dexrl.testing.tiny_pi0 import write_tiny_pi0
 
     base = write_tiny_pi0(tmp_path / "base", dtype=torch.bfloat16)
     run = write_tiny_rlinf_run(tmp_path / "run", base)

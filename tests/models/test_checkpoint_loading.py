@@ -13,7 +13,7 @@ from safetensors.torch import load_file, save_file
 from dexrl.errors import DexrlError
 from dexrl.models import load_policy
 from dexrl.models.pi0.loader import load_pi0_network
-from dexrl.testing.checkpoints import write_tiny_pi0
+from dexrl.testing.tiny_pi0 import write_tiny_pi0
 
 Copy = Callable[[], Path]
 
