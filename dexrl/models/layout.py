@@ -68,7 +68,8 @@ def weight_files(ckpt_dir: Path) -> list[Path]:
     if found:
         return found
     raise DexrlError(
-        "no *.safetensors weights (neither model.safetensors nor model.safetensors.index.json)",
+        "no weights found: no *.safetensors weights in the folder (neither model.safetensors nor "
+        "model.safetensors.index.json)",
         hint="point at a directory holding the Dexbotic checkpoint's safetensors files",
         where=str(ckpt_dir),
     )
