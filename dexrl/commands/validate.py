@@ -3,15 +3,17 @@
 from __future__ import annotations
 
 from dataclasses import dataclass
+from typing import TYPE_CHECKING
 
 import typer
-from omegaconf import DictConfig, OmegaConf
-from rich.console import Console
 
-from dexrl.checks import Finding
-from dexrl.checks.config import Facts, run_config_checks
-from dexrl.config import compose, resolve_config_name, to_yaml
 from dexrl.errors import DexrlError
+
+if TYPE_CHECKING:
+    from omegaconf import DictConfig
+    from rich.console import Console
+
+    from dexrl.checks import Finding
 
 EPILOG = """\
 Examples:
@@ -42,6 +44,9 @@ def compose_and_check(
     gpus_per_node: int = 8,
 ) -> Validated:
     """Compose the chosen config with overrides and run every config check (train reuses this)."""
+    from dexrl.checks.config import Facts, run_config_checks
+    from dexrl.config import compose, resolve_config_name
+
     name = resolve_config_name(suite, model, config_name)
     cfg = compose(name, overrides)
     facts = Facts(suite=suite_of(cfg, suite), gpus_per_node=gpus_per_node)
@@ -50,12 +55,16 @@ def compose_and_check(
 
 def suite_of(cfg: DictConfig, suite: str | None) -> str | None:
     """The LIBERO suite a config trains on (from the flag, else from the env group)."""
+    from omegaconf import OmegaConf
+
     return suite if suite and suite.startswith("libero_") else OmegaConf.select(
         cfg, "env.train.task_suite_name", default=suite)
 
 
 def report(result: Validated, console: Console, strict: bool) -> int:
     """Print findings; return the exit code (0 clean, 2 on errors or strict warnings)."""
+    from omegaconf import OmegaConf
+
     errs = [f for f in result.findings if f.level == "error"]
     warns = [f for f in result.findings if f.level == "warning"]
     for f in errs:
@@ -91,6 +100,10 @@ def validate(
                                       help="GPUs per node assumed for placement checks."),
 ) -> None:
     """Compose and check a training config (no Ray, no GPU, no rlinf import)."""
+    from rich.console import Console
+
+    from dexrl.config import to_yaml
+
     result = compose_and_check(suite, model, config_name, overrides or [], gpus_per_node)
     out = Console(highlight=False, soft_wrap=True)
     if print_cfg:
