@@ -86,7 +86,7 @@ def test_bad_names_and_overrides(args: list[str], message: str) -> None:
         (["runner.val_check_interval=20"], "runner.save_interval",
          "50 is not a multiple of runner.val_check_interval=20"),
         (["runner.logger.logger_backends=[tb]"], "runner.logger.logger_backends",
-         "unknown logger backend 'tb'"),
+         "got the item 'tb', expected a list of items, each one of 'tensorboard'"),
         (["actor.model.model_type=dexbotic_pi"], "actor.model.model_type",
          "'dexbotic_pi' is not a dexrl policy"),
         (["actor.model.dexbotic.num_steps=10"], "actor.model.dexbotic.num_steps",
@@ -94,7 +94,7 @@ def test_bad_names_and_overrides(args: list[str], message: str) -> None:
         (["actor.model.dexbotic.action_chunk=10"], "actor.model.dexbotic.action_chunk",
          "differs from actor.model.num_action_chunks=5"),
         (["actor.model.dexbotic.norm_mode=zscore"], "actor.model.dexbotic.norm_mode",
-         "unknown norm mode 'zscore'"),
+         "got 'zscore', expected one of 'mean_std', 'quantile'"),
     ],
 )
 def test_each_check_fails_with_its_message(overrides: list[str], where: str, message: str) -> None:
@@ -181,7 +181,7 @@ def test_dm0_chunk_size_warning_names_both_sources() -> None:
     ("overrides", "where", "message"),
     [
         (["actor.model.dexbotic.model_max_length=0"], "actor.model.dexbotic.model_max_length",
-         "must be a positive integer or null, got 0"),
+         "got 0, expected an integer ≥ 1 (or null)"),
         (["actor.model.dexbotic.train_expert_only=false"],
          "actor.model.dexbotic.train_expert_only", "full DM0 fine-tuning in bf16"),
     ],
@@ -199,7 +199,7 @@ def test_full_dm0_fine_tuning_in_fp32_is_accepted() -> None:
 
 
 def test_norm_modes_match_the_models() -> None:
-    from dexrl.checks.config import NORM_MODES
+    from dexrl.checks.schema import NORM_MODES
     from dexrl.models.transforms import NORM_MODES as MODEL_NORM_MODES
 
     assert NORM_MODES == MODEL_NORM_MODES
