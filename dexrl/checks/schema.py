@@ -372,9 +372,13 @@ def _matches(pattern: str, key: str) -> bool:
     return len(parts) == len(pat) and all(p in ("*", k) for p, k in zip(pat, parts, strict=True))
 
 
+_EXACT = {k.pattern: k for k in SCHEMA if "*" not in k.pattern}
+_WILD = [k for k in SCHEMA if "*" in k.pattern]
+
+
 def spec_for(key: str) -> Key | None:
     """The schema entry that describes a concrete dotted key (or a pattern itself)."""
-    return next((k for k in SCHEMA if k.pattern == key or _matches(k.pattern, key)), None)
+    return _EXACT.get(key) or next((k for k in _WILD if _matches(k.pattern, key)), None)
 
 
 def _fix(spec: Key, key: str, value: Any) -> str:
@@ -439,8 +443,15 @@ def check_values(cfg: Any) -> list[Finding]:
     from dexrl.config import flatten
 
     findings = []
+    try:
+        OmegaConf.to_container(cfg, resolve=True)
+        resolves = True
+    except OmegaConfBaseException:
+        resolves = False
     for key, value in flatten(OmegaConf.to_container(cfg, resolve=False)).items():
         if _interpolated(value):
+            if resolves:
+                continue
             try:
                 OmegaConf.select(cfg, key)
             except OmegaConfBaseException as exc:

@@ -68,6 +68,13 @@ USAGE_ERRORS = [
     (["--bogus"], "error: dexrl: No such option: --bogus"),
     (["trian"], "error: dexrl: No such command 'trian'. Did you mean 'train'?"),
     (["validate", "--gpus-per-node", "0"], "Invalid value for '--gpus-per-node'"),
+    (["validate", "--gpus-per-node", "-1"], "Invalid value for '--gpus-per-node'"),
+    (["validate", "--gpus-per-node", "1.5"], "Invalid value for '--gpus-per-node'"),
+    (["train", "--gpus-per-node", "-2"], "Invalid value for '--gpus-per-node'"),
+    (["train", "--stall-timeout", "0"], "Invalid value for '--stall-timeout'"),
+    (["train", "--stall-timeout", "soon"], "Invalid value for '--stall-timeout'"),
+    (["resume", "runs/x", "--step", "-1"], "Invalid value for '--step'"),
+    (["validate", "--explain"], "Option '--explain' requires an argument"),
 ]
 
 
