@@ -35,7 +35,6 @@ VERBS: dict[str, tuple[str, str]] = {
     "export": ("dexrl.commands.export",
                "Turn an RLinf training checkpoint into a Dexbotic-layout checkpoint folder."),
 }
-_HELP = "Post-train Dexbotic VLA policies (π0, DM0) with RL on LIBERO, RLinf as the backend."
 _CONTEXT = {"help_option_names": ["-h", "--help"]}
 
 
@@ -77,6 +76,10 @@ class _DexrlGroup(TyperGroup):
     missing or invalid values).
     """
 
+    def __init__(self, **attrs: Any) -> None:
+        super().__init__(**attrs)
+        self.commands = dict.fromkeys(VERBS)  # the names TyperGroup suggests from on a typo
+
     def get_help_option(self, ctx: Any) -> Any:  # click's signature
         return _cheap_help_option(super().get_help_option(ctx))
 
@@ -90,9 +93,6 @@ class _DexrlGroup(TyperGroup):
         with formatter.section("Commands"):
             formatter.write_dl([(name, summary) for name, (_, summary) in VERBS.items()])
 
-    def resolve_command(self, ctx: Any, args: list[str]) -> Any:
-        self.commands = dict.fromkeys(VERBS)  # the names TyperGroup suggests from on a typo
-        return super().resolve_command(ctx, args)
 
     def parse_args(self, ctx: Any, args: list[str]) -> list[str]:
         try:
@@ -124,7 +124,6 @@ def _usage_error(exc: typer.TyperException, ctx: Any) -> NoReturn:
 app = typer.Typer(
     name="dexrl",
     cls=_DexrlGroup,
-    help=_HELP,
     no_args_is_help=True,
     add_completion=False,
     pretty_exceptions_show_locals=False,
