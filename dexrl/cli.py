@@ -1,21 +1,104 @@
-"""The ``dexrl`` command line: mounts one command per verb and renders expected errors once."""
+"""The ``dexrl`` command line: one verb per module, imported only when that verb runs.
+
+``dexrl --help`` lists the verbs from :data:`VERBS` without importing any of them, so it answers
+at the speed of a bare Typer app; ``dexrl VERB ...`` imports that verb's module and nothing else.
+Adding a verb is one row in :data:`VERBS` (a module with ``mount(app)``, as every verb has).
+"""
 
 from __future__ import annotations
 
+import importlib
+from typing import Any, NoReturn
+
 import typer
-from typer.core import TyperGroup
+from typer.core import TyperCommand, TyperGroup
 
 from dexrl import __version__
-from dexrl.commands import configs, doctor, download, eval, export, resume, train, validate
 from dexrl.errors import DexrlError
+
+# verb -> (module that mounts it, the one-line summary `dexrl --help` shows). The summary is the
+# first line of the verb function's docstring; tests/commands/test_cli.py keeps the two in sync.
+VERBS: dict[str, tuple[str, str]] = {
+    "train": ("dexrl.commands.train", "Train a policy with PPO on LIBERO, RLinf as the backend."),
+    "resume": ("dexrl.commands.resume",
+               "Continue a run from its latest complete checkpoint (or --step N)."),
+    "validate": ("dexrl.commands.validate",
+                 "Compose and check a training config (no Ray, no GPU, no rlinf import)."),
+    "configs": ("dexrl.commands.configs",
+                "List the configs: one per LIBERO suite × policy (built in or from a plugin)."),
+    "download": ("dexrl.commands.download",
+                 "Download a Dexbotic checkpoint from the Hugging Face hub and verify it."),
+    "doctor": ("dexrl.commands.doctor", "Check this machine and its Ray cluster for a launch: "
+               "every check ok / warn / fail / skip."),
+    "eval": ("dexrl.commands.eval",
+             "Evaluate a checkpoint on LIBERO through RLinf's own env wrapper."),
+    "export": ("dexrl.commands.export",
+               "Turn an RLinf training checkpoint into a Dexbotic-layout checkpoint folder."),
+}
+_CONTEXT = {"help_option_names": ["-h", "--help"]}
+
+
+def _cheap_help_option(option: Any) -> Any:
+    """Default ``--help`` to False: Typer coerces an unset (None) flag through pydantic, whose
+    import alone would double the start-up time of every command."""
+    if option is not None:
+        option.default = False
+    return option
+
+
+class _VerbCommand(TyperCommand):
+    """A verb whose epilog (worked examples with their output) is printed as written."""
+
+    def get_help_option(self, ctx: Any) -> Any:  # click's signature
+        return _cheap_help_option(super().get_help_option(ctx))
+
+    def format_epilog(self, ctx: Any, formatter: Any) -> None:  # click's signature
+        if self.epilog:
+            formatter.write("\n" + "\n".join(f"  {line}".rstrip()
+                                             for line in self.epilog.splitlines()) + "\n")
+
+
+def load_verb(name: str) -> TyperCommand:
+    """Import one verb's module and build its click command."""
+    module = importlib.import_module(VERBS[name][0])
+    sub = typer.Typer(add_completion=False, rich_markup_mode=None, context_settings=_CONTEXT,
+                      pretty_exceptions_show_locals=False)
+    module.mount(sub)
+    (info,) = sub.registered_commands
+    info.cls = _VerbCommand
+    return typer.main.get_command(sub)
 
 
 class _DexrlGroup(TyperGroup):
-    """Renders every expected failure once: ``error:``/``hint:`` on stderr, exit 2.
+    """Lazy verbs, and every expected failure rendered once: ``error:``/``hint:``, exit 2.
 
     That covers DexrlError from any command and click's usage errors (unknown verbs and flags,
     missing or invalid values).
     """
+
+    def __init__(self, **attrs: Any) -> None:
+        super().__init__(**attrs)
+        self.commands = dict.fromkeys(VERBS)  # the names TyperGroup suggests from on a typo
+
+    def get_help_option(self, ctx: Any) -> Any:  # click's signature
+        return _cheap_help_option(super().get_help_option(ctx))
+
+    def list_commands(self, ctx: Any) -> list[str]:  # click's signature
+        return list(VERBS)
+
+    def get_command(self, ctx: Any, cmd_name: str) -> TyperCommand | None:
+        return load_verb(cmd_name) if cmd_name in VERBS else None
+
+    def format_commands(self, ctx: Any, formatter: Any) -> None:
+        with formatter.section("Commands"):
+            formatter.write_dl([(name, summary) for name, (_, summary) in VERBS.items()])
+
+
+    def parse_args(self, ctx: Any, args: list[str]) -> list[str]:
+        try:
+            return super().parse_args(ctx, args)
+        except typer.TyperException as exc:  # `dexrl --bogus`: before any verb runs
+            _usage_error(exc, ctx)
 
     def invoke(self, ctx):  # noqa: ANN001, ANN201 - click's signature
         try:
@@ -23,29 +106,30 @@ class _DexrlGroup(TyperGroup):
         except DexrlError as exc:
             typer.echo(exc.render(), err=True)
             raise typer.Exit(exc.exit_code) from None
-        except typer.TyperException as exc:  # click's usage errors (typer vendors click)
-            if getattr(exc, "exit_code", None) != 2 or type(exc).__name__ == "NoArgsIsHelpError":
-                raise
-            sub = getattr(exc, "ctx", None)
-            where = sub.command_path if sub is not None else ctx.command_path
-            typer.echo(f"error: {where}: {exc.format_message()}\n"
-                       f"hint: `{where} --help` lists the flags and examples", err=True)
-            raise typer.Exit(2) from None
+        except typer.TyperException as exc:
+            _usage_error(exc, ctx)
+
+
+def _usage_error(exc: typer.TyperException, ctx: Any) -> NoReturn:
+    """Render click's usage errors (typer vendors click) as ``error:``/``hint:``, exit 2."""
+    if getattr(exc, "exit_code", None) != 2 or type(exc).__name__ == "NoArgsIsHelpError":
+        raise exc
+    sub = getattr(exc, "ctx", None)
+    where = sub.command_path if sub is not None else ctx.command_path
+    typer.echo(f"error: {where}: {exc.format_message()}\n"
+               f"hint: `{where} --help` lists the flags and examples", err=True)
+    raise typer.Exit(2) from None
 
 
 app = typer.Typer(
     name="dexrl",
     cls=_DexrlGroup,
-    help="Post-train Dexbotic VLA policies (π0, DM0) with RL on LIBERO, RLinf as the backend.",
     no_args_is_help=True,
     add_completion=False,
     pretty_exceptions_show_locals=False,
-    context_settings={"help_option_names": ["-h", "--help"]},
-    rich_markup_mode="rich",
+    context_settings=_CONTEXT,
+    rich_markup_mode=None,
 )
-
-for module in (train, resume, validate, configs, download, doctor, eval, export):
-    module.mount(app)
 
 
 def _version(value: bool) -> None:

@@ -95,16 +95,12 @@ def check_override_syntax(overrides: list[str]) -> None:
     from hydra.errors import HydraException
 
     parser = OverridesParser.create()
-    for ov in overrides:
+    for i, ov in enumerate(overrides):
         try:
             (parsed,) = parser.parse_overrides([ov])
         except HydraException:
-            raise DexrlError(
-                f"malformed override '{ov}'",
-                "overrides are key=value, e.g. `runner.max_steps=10` (+key=value adds a key; "
-                "quote values with spaces or brackets)",
-                where="overrides",
-            ) from None
+            raise DexrlError(f"malformed override '{ov}'", _override_fix(ov, overrides[i + 1:]),
+                             where="overrides") from None
         if not parsed.key_or_group:
             raise DexrlError(f"override '{ov}' has no key", "write key=value", where="overrides")
         if parsed.is_sweep_override():
@@ -113,6 +109,20 @@ def check_override_syntax(overrides: list[str]) -> None:
                 "pass a single value (quote a list: key='[a,b]')",
                 where="overrides",
             )
+
+
+def _override_fix(bad: str, rest: list[str]) -> str:
+    """The fix for an override Hydra cannot parse, guessing the usual slips."""
+    key, eq, value = bad.partition("=")
+    if eq and value.startswith("="):
+        return f"use a single '=': `{key}={value.lstrip('=')}`"
+    value = rest[1:2] if rest[:1] == ["="] else [v for v in rest[:1] if "=" not in v]
+    if not eq and value:
+        return f"write the key and value as one word: `{bad}={value[0]}` (no spaces around '=')"
+    if not eq:
+        return f"write `{bad}=VALUE` (key=value, no spaces around '='; ~{bad} deletes a key)"
+    return ("overrides are key=value, e.g. `runner.max_steps=10` (+key=value adds a key; quote "
+            "values with spaces or brackets)")
 
 
 def compose(name: str, overrides: list[str] | None = None) -> DictConfig:

@@ -1,7 +1,9 @@
 """Checks on a composed training config, mirroring what RLinf asserts at launch (and more).
 
-Every function takes the config (and facts it needs) and returns findings; none imports rlinf,
-Ray or torch, so ``dexrl validate`` stays fast and runs anywhere.
+Each key's own type, range and choices are the value schema's (:mod:`dexrl.checks.schema`); the
+checks here relate keys to each other and to the machine. Every function takes the config (and
+facts it needs) and returns findings; none imports rlinf, Ray or torch, so ``dexrl validate``
+stays fast and runs anywhere.
 """
 
 from __future__ import annotations
@@ -12,14 +14,13 @@ from pathlib import Path
 from typing import Any
 
 from omegaconf import DictConfig, OmegaConf
+from omegaconf.errors import OmegaConfBaseException
 
 from dexrl.catalog import SUITES, load_reference, policies, policy_for
 from dexrl.checks import Finding
 from dexrl.checks.checkpoint_dir import check_checkpoint_dir
+from dexrl.checks.schema import check_values
 
-KNOWN_LOGGERS = ("tensorboard", "wandb", "swanlab")
-# dexrl.models.transforms.NORM_MODES, repeated because that module imports torch.
-NORM_MODES = ("mean_std", "quantile")
 # Actions DM0 executes per chunk according to RLinf's Dexbotic docs and its model/dexbotic_dm0.yaml
 # (the model's trajectory length); RLinf's DM0 PPO configs, and dexrl's, set 5.
 DM0_DOCUMENTED_CHUNKS = 10
@@ -45,7 +46,15 @@ class Facts:
 
 
 def _get(cfg: DictConfig, key: str, default: Any = None) -> Any:
-    return OmegaConf.select(cfg, key, default=default)
+    # An interpolation that does not resolve reads as None; the schema reports it.
+    return OmegaConf.select(cfg, key, default=default, throw_on_resolution_failure=False)
+
+
+def _count(cfg: DictConfig, key: str, default: int = 1) -> int:
+    """A positive integer setting, or ``default`` when it is not one (the schema reports it)."""
+    value = _get(cfg, key, default)
+    ok = isinstance(value, int) and not isinstance(value, bool) and value > 0
+    return value if ok else default
 
 
 def parse_placement(spec: Any, num_devices: int) -> list[int]:
@@ -75,20 +84,21 @@ def parse_placement(spec: Any, num_devices: int) -> list[int]:
 def placement_world_sizes(cfg: DictConfig, facts: Facts) -> tuple[dict[str, int], list[Finding]]:
     """World size per component from ``cluster.component_placement``, plus grammar findings."""
     findings: list[Finding] = []
-    num_nodes = _get(cfg, "cluster.num_nodes", 1)
-    if not isinstance(num_nodes, int) or num_nodes < 1:
-        return {}, [Finding("error", "cluster.num_nodes", f"must be a positive integer, "
-                            f"got {num_nodes!r}", "set cluster.num_nodes=1 for one machine")]
+    num_nodes = _count(cfg, "cluster.num_nodes", 0)
+    if not num_nodes:
+        return {}, []  # the schema reports the value
     total = num_nodes * facts.gpus_per_node
     placement = _get(cfg, "cluster.component_placement")
     if not isinstance(placement, DictConfig) or not len(placement):
         return {}, [Finding("error", "cluster.component_placement", "missing or empty",
                             "e.g. cluster.component_placement='{actor,env,rollout: all}'")]
     sizes: dict[str, int] = {}
-    for names, spec in placement.items():
+    for names in placement:
         where = f"cluster.component_placement.{names}"
         try:
-            ids = parse_placement(spec, total)
+            ids = parse_placement(placement[names], total)
+        except OmegaConfBaseException:
+            continue  # an interpolation that does not resolve: the schema reports it
         except ValueError as exc:
             findings.append(Finding("error", where, f"bad placement: {exc}",
                                     "use 'all' or ids and ranges like '0-3,6'"))
@@ -119,20 +129,18 @@ def check_env_arithmetic(cfg: DictConfig, sizes: dict[str, int]) -> list[Finding
     """RLinf's divisibility rules for env counts, chunks and pipeline stages."""
     findings: list[Finding] = []
     env_ws = sizes.get("env") or 0
-    stages = _get(cfg, "rollout.pipeline_stage_num", 1) or 1
-    chunks = _get(cfg, "actor.model.num_action_chunks", 1) or 1
-    eval_on = (_get(cfg, "runner.val_check_interval", -1) or -1) > 0 or bool(
-        _get(cfg, "runner.only_eval", False))
+    stages = _count(cfg, "rollout.pipeline_stage_num")
+    chunks = _count(cfg, "actor.model.num_action_chunks")
+    val = _get(cfg, "runner.val_check_interval", -1)
+    eval_on = (isinstance(val, int) and val > 0) or _get(cfg, "runner.only_eval", False) is True
     for split in ("train", "eval"):
         if split == "eval" and not eval_on:
             continue
-        n = _get(cfg, f"env.{split}.total_num_envs")
-        group = _get(cfg, f"env.{split}.group_size", _get(cfg, "algorithm.group_size", 1)) or 1
         key = f"env.{split}.total_num_envs"
-        if not isinstance(n, int) or n <= 0:
-            findings.append(Finding("error", key, f"must be a positive integer, got {n!r}",
-                                    f"set {key} to a multiple of the env world size"))
-            continue
+        n = _count(cfg, key, 0)
+        group = _count(cfg, f"env.{split}.group_size", _count(cfg, "algorithm.group_size"))
+        if not n:
+            continue  # the schema reports the value
         if env_ws and n % env_ws:
             findings.append(Finding("error", key,
                                     f"{n} envs do not divide over {env_ws} env processes",
@@ -148,8 +156,8 @@ def check_env_arithmetic(cfg: DictConfig, sizes: dict[str, int]) -> list[Finding
                 findings.append(Finding(
                     "error", key, f"{per // stages} envs per stage are not divisible by "
                     f"group_size={group}", f"use a multiple of {env_ws * stages * group} envs"))
-        steps = _get(cfg, f"env.{split}.max_steps_per_rollout_epoch")
-        if isinstance(steps, int) and steps % chunks:
+        steps = _count(cfg, f"env.{split}.max_steps_per_rollout_epoch")
+        if steps % chunks:
             findings.append(Finding(
                 "error", f"env.{split}.max_steps_per_rollout_epoch",
                 f"{steps} is not divisible by actor.model.num_action_chunks={chunks}",
@@ -159,14 +167,10 @@ def check_env_arithmetic(cfg: DictConfig, sizes: dict[str, int]) -> list[Finding
 
 def check_batch_arithmetic(cfg: DictConfig, sizes: dict[str, int]) -> list[Finding]:
     """Global batch must split into micro-batches over every actor rank."""
-    gbs = _get(cfg, "actor.global_batch_size")
-    mbs = _get(cfg, "actor.micro_batch_size")
+    gbs = _count(cfg, "actor.global_batch_size", 0)
+    mbs = _count(cfg, "actor.micro_batch_size", 0)
     ws = sizes.get("actor") or 0
-    if not isinstance(gbs, int) or not isinstance(mbs, int) or gbs <= 0 or mbs <= 0:
-        return [Finding("error", "actor.global_batch_size",
-                        f"batch sizes must be positive integers (global {gbs!r}, micro {mbs!r})",
-                        "set actor.global_batch_size and actor.micro_batch_size")]
-    if ws and gbs % (mbs * ws):
+    if ws and gbs and mbs and gbs % (mbs * ws):
         return [Finding("error", "actor.global_batch_size",
                         f"{gbs} is not divisible by micro_batch_size × actor world size "
                         f"= {mbs} × {ws}", f"use a multiple of {mbs * ws}")]
@@ -185,26 +189,20 @@ def check_algorithm(cfg: DictConfig) -> list[Finding]:
 
 
 def check_runner(cfg: DictConfig) -> list[Finding]:
-    """Checkpoint cadence and logger backends."""
+    """Checkpoint cadence against the run length and the validation cadence."""
     findings: list[Finding] = []
-    max_steps = _get(cfg, "runner.max_steps")
-    save = _get(cfg, "runner.save_interval")
-    val = _get(cfg, "runner.val_check_interval", -1)
-    if isinstance(max_steps, int) and isinstance(save, int) and save > max_steps > 0:
+    max_steps = _count(cfg, "runner.max_steps", 0)
+    save = _count(cfg, "runner.save_interval", 0)
+    val = _count(cfg, "runner.val_check_interval", 0)
+    if max_steps and save > max_steps:
         findings.append(Finding("warning", "runner.save_interval",
                                 f"{save} exceeds runner.max_steps={max_steps}: only the final "
                                 "step is checkpointed, so a crash loses the whole run",
                                 f"use a value ≤ {max_steps}"))
-    if isinstance(val, int) and isinstance(save, int) and val > 0 and save > 0 and save % val:
+    if val and save and save % val:
         findings.append(Finding("error", "runner.save_interval",
                                 f"{save} is not a multiple of runner.val_check_interval={val} "
                                 "(RLinf requires it)", f"use a multiple of {val}"))
-    backends = _get(cfg, "runner.logger.logger_backends", []) or []
-    for b in backends:
-        if b not in KNOWN_LOGGERS:
-            findings.append(Finding("error", "runner.logger.logger_backends",
-                                    f"unknown logger backend '{b}'",
-                                    f"use any of {', '.join(KNOWN_LOGGERS)}"))
     return findings
 
 
@@ -260,19 +258,12 @@ def check_model(cfg: DictConfig, facts: Facts) -> list[Finding]:
 def check_dexbotic(cfg: DictConfig) -> list[Finding]:
     """dexrl's ``actor.model.dexbotic`` keys, then the model's own checks (its spec's hook)."""
     findings: list[Finding] = []
-    mode = _get(cfg, "actor.model.dexbotic.norm_mode", "mean_std")
-    if mode not in NORM_MODES:
-        findings.append(Finding("error", "actor.model.dexbotic.norm_mode",
-                                f"unknown norm mode {mode!r}",
-                                f"use one of {', '.join(NORM_MODES)} (LIBERO checkpoints: "
-                                "mean_std)"))
-    length = _get(cfg, "actor.model.dexbotic.model_max_length")
-    if length is not None and (isinstance(length, bool) or not isinstance(length, int)
-                               or length < 1):
-        findings.append(Finding("error", "actor.model.dexbotic.model_max_length",
-                                f"must be a positive integer or null, got {length!r}",
-                                "use the prompt length the model was trained with (DM0: 200), "
-                                "or null for the checkpoint's"))
+    level = _get(cfg, "actor.model.dexbotic.noise_level")
+    if _get(cfg, "actor.model.dexbotic.noise_method") == "flow_cps" and isinstance(
+            level, (int, float)) and level > 1:
+        findings.append(Finding("error", "actor.model.dexbotic.noise_level",
+                                f"{level} exceeds 1, the largest flow_cps noise level (an angle "
+                                "fraction)", "use a value in [0, 1] with flow_cps"))
     model_type = _get(cfg, "actor.model.model_type")
     policy = policy_for(model_type) if isinstance(model_type, str) else None
     if policy is not None and policy.model.check_config is not None:
@@ -306,7 +297,13 @@ def check_dm0_settings(cfg: DictConfig) -> list[Finding]:
 
 
 def run_config_checks(cfg: DictConfig, facts: Facts) -> list[Finding]:
-    """Every config check, in a stable order; collects all problems."""
+    """The value schema, then every check across keys, in a stable order; collects all problems.
+
+    A cross-key finding at, or naming, a key whose value the schema already refused is left out:
+    it would only restate that error.
+    """
+    values = check_values(cfg)
+    bad = {f.where for f in values if f.level == "error"}
     sizes, findings = placement_world_sizes(cfg, facts)
     findings += check_env_arithmetic(cfg, sizes)
     findings += check_batch_arithmetic(cfg, sizes)
@@ -314,4 +311,5 @@ def run_config_checks(cfg: DictConfig, facts: Facts) -> list[Finding]:
     findings += check_runner(cfg)
     findings += check_model(cfg, facts)
     findings += check_dexbotic(cfg)
-    return findings
+    return values + [f for f in findings
+                     if f.where not in bad and not any(f"{k}=" in f.message for k in bad)]

@@ -3,12 +3,6 @@
 from __future__ import annotations
 
 import typer
-from rich.console import Console
-from rich.table import Table
-
-from dexrl.catalog import SUITES, policies
-from dexrl.config import shipped_matrix
-from dexrl.plugins import discover
 
 EPILOG = """\
 Examples:
@@ -21,6 +15,13 @@ Examples:
 
 def configs() -> None:
     """List the configs: one per LIBERO suite × policy (built in or from a plugin)."""
+    from rich.console import Console
+    from rich.table import Table
+
+    from dexrl.catalog import SUITES, policies
+    from dexrl.config import shipped_matrix
+    from dexrl.plugins import discover
+
     table = Table(title="dexrl configs")
     for col in ("suite", "model", "model_type", "config name", "eval horizon", "from"):
         table.add_column(col)

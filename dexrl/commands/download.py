@@ -6,14 +6,17 @@ import shlex
 from dataclasses import dataclass, field
 from datetime import datetime, timezone
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 import typer
-from rich.console import Console
-from rich.table import Table
 
 from dexrl import hub
 from dexrl.checks.checkpoint_dir import Verification, verify_checkpoint
 from dexrl.errors import DexrlError
+
+if TYPE_CHECKING:
+    from rich.console import Console
+    from rich.table import Table
 
 EPILOG = """\
 Examples:
@@ -165,6 +168,8 @@ def _raise_unless_usable(repo_id: str, dest: Path, verification: Verification,
 
 def summary_table(done: Downloaded) -> Table:
     """The download summary: provenance, model, size and what was verified."""
+    from rich.table import Table
+
     m, weights = done.manifest, done.verification.weights
     table = Table(show_header=False, box=None, padding=(0, 2))
     table.add_column(style="bold")
@@ -203,6 +208,8 @@ def usage_lines(done: Downloaded) -> list[str]:
 
 def known_repos_table() -> Table:
     """The repositories dexrl has configs for, with their local state."""
+    from rich.table import Table
+
     table = Table(title="Known repositories", title_justify="left")
     for column in ("repo", "model", "model_type", "local copy", "what it is"):
         table.add_column(column)
@@ -260,6 +267,8 @@ def download(
                                        help="Fetch LIBERO's scene assets instead."),
 ) -> None:
     """Download a Dexbotic checkpoint from the Hugging Face hub and verify it."""
+    from rich.console import Console
+
     out = Console(highlight=False, soft_wrap=True)
     if list_repos:
         out.print(known_repos_table())

@@ -3,19 +3,12 @@
 from __future__ import annotations
 
 import sys
+from typing import TYPE_CHECKING
 
 import typer
-from rich.console import Console
-from rich.progress import (
-    BarColumn,
-    MofNCompleteColumn,
-    Progress,
-    TextColumn,
-    TimeElapsedColumn,
-    TimeRemainingColumn,
-)
 
-from dexrl.evaluation import report
+if TYPE_CHECKING:
+    from rich.console import Console
 
 EPILOG = """\
 Examples:
@@ -75,8 +68,18 @@ def eval_command(
     overrides: list[str] = typer.Argument(None, help="LIBERO env config overrides, key=value."),
 ) -> None:
     """Evaluate a checkpoint on LIBERO through RLinf's own env wrapper."""
+    from rich.console import Console
+    from rich.progress import (
+        BarColumn,
+        MofNCompleteColumn,
+        Progress,
+        TextColumn,
+        TimeElapsedColumn,
+        TimeRemainingColumn,
+    )
+
     from dexrl.commands.train import resolve_ckpt
-    from dexrl.evaluation import session
+    from dexrl.evaluation import report, session
 
     out_console = Console(highlight=False, soft_wrap=True)
     prepared = session.prepare(

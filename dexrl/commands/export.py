@@ -5,7 +5,6 @@ from __future__ import annotations
 from pathlib import Path
 
 import typer
-from rich.console import Console
 
 EPILOG = """\
 Examples:
@@ -39,6 +38,8 @@ def export_command(
     overwrite: bool = typer.Option(False, "--overwrite", help="Replace an earlier export."),
 ) -> None:
     """Turn an RLinf training checkpoint into a Dexbotic-layout checkpoint folder."""
+    from rich.console import Console
+
     from dexrl.evaluation.export import export_checkpoint, push_to_hub
     from dexrl.evaluation.sources import resolve_checkpoint
 

@@ -3,16 +3,15 @@
 from __future__ import annotations
 
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 import typer
-from omegaconf import DictConfig, OmegaConf, open_dict
-from rich.console import Console
 
-from dexrl import runs
-from dexrl.checks.config import Facts, run_config_checks
 from dexrl.commands.train import check_ray_address, gpu_count, refuse_on_errors, run
-from dexrl.config import check_override_syntax
 from dexrl.errors import DexrlError
+
+if TYPE_CHECKING:
+    from omegaconf import DictConfig
 
 EPILOG = """\
 Examples:
@@ -30,6 +29,10 @@ Examples:
 
 def apply_overrides(cfg: DictConfig, overrides: list[str]) -> DictConfig:
     """The saved config with ``key=value`` overrides; unknown keys are refused."""
+    from omegaconf import OmegaConf, open_dict
+
+    from dexrl.config import check_override_syntax
+
     check_override_syntax(overrides)
     new = OmegaConf.create(OmegaConf.to_container(cfg))
     OmegaConf.set_struct(new, True)
@@ -52,6 +55,8 @@ _MISSING = object()
 
 def refuse_unsafe_changes(old: DictConfig, new: DictConfig, allow: bool) -> None:
     """Refuse overrides that change the experiment, showing the diff."""
+    from dexrl import runs
+
     unsafe = runs.unsafe_changes(runs.config_diff(old, new))
     if unsafe and not allow:
         raise DexrlError(
@@ -74,6 +79,12 @@ def resume(
     overrides: list[str] = typer.Argument(None, help="Overrides, key=value (see --help)."),
 ) -> None:
     """Continue a run from its latest complete checkpoint (or --step N)."""
+    from omegaconf import OmegaConf
+    from rich.console import Console
+
+    from dexrl import runs
+    from dexrl.checks.config import Facts, run_config_checks
+
     run_dir = Path(str(run_dir).rstrip("/") or "/")
     old = runs.load_run_config(run_dir)
     checkpoint = runs.pick_checkpoint(run_dir, step)

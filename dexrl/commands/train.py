@@ -4,18 +4,17 @@ from __future__ import annotations
 
 import sys
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 import typer
-from omegaconf import DictConfig
-from rich.console import Console
 
-from dexrl import runs
 from dexrl.catalog import get_policy
 from dexrl.checks import Finding, errors
-from dexrl.checks.config import Facts, run_config_checks
-from dexrl.commands.progress import ProgressPrinter
 from dexrl.commands.validate import Validated, compose_and_check, suite_of
 from dexrl.errors import DexrlError
+
+if TYPE_CHECKING:
+    from omegaconf import DictConfig
 
 EPILOG = """\
 Examples:
@@ -106,7 +105,9 @@ def write_smoke_checkpoint(run_dir: Path, model_type: str) -> Path | None:
 def run(cfg: DictConfig, run_dir: Path, *, smoke: bool, resume_from: Path | None,
         ray_address: str | None, verbose: bool, stall_timeout: float) -> int:
     """Register, launch and print progress; shared by ``train`` and ``resume``."""
+    from dexrl import runs
     from dexrl.bridge import launch as bridge
+    from dexrl.commands.progress import ProgressPrinter
 
     bridge.prepare(cfg, smoke=smoke)
     runs.use_wandb_run_id(run_dir)
@@ -136,6 +137,9 @@ def train(
     overrides: list[str] = typer.Argument(None, help="Hydra overrides, key=value."),
 ) -> None:
     """Train a policy with PPO on LIBERO, RLinf as the backend."""
+    from dexrl import runs
+    from dexrl.checks.config import Facts, run_config_checks
+
     overrides = list(overrides or [])
     if ckpt and smoke:
         raise DexrlError("--smoke trains a tiny random model and takes no --ckpt",
@@ -186,6 +190,9 @@ def _is_smoke_path_warning(finding: Finding) -> bool:
 def show_plan(result: Validated, findings: list[Finding], suite: str, per_node: int,
               target: Path) -> None:
     """Print what a launch would do (``--dry-run``); nothing is started or written."""
+    from rich.console import Console
+
+    from dexrl.checks.config import Facts
     from dexrl.launch_plan import make_plan, render_plan
 
     refuse_on_errors(result.name, findings)

@@ -3,15 +3,17 @@
 from __future__ import annotations
 
 from dataclasses import dataclass
+from typing import TYPE_CHECKING
 
 import typer
-from omegaconf import DictConfig, OmegaConf
-from rich.console import Console
 
-from dexrl.checks import Finding
-from dexrl.checks.config import Facts, run_config_checks
-from dexrl.config import compose, resolve_config_name, to_yaml
 from dexrl.errors import DexrlError
+
+if TYPE_CHECKING:
+    from omegaconf import DictConfig
+    from rich.console import Console
+
+    from dexrl.checks import Finding
 
 EPILOG = """\
 Examples:
@@ -22,7 +24,17 @@ Examples:
   dexrl validate --suite libero_goal --model dm0 env.train.total_num_envs=30 --print
 
   dexrl validate --config-name libero_10_ppo_dexbotic_pi0 cluster.num_nodes=2 --gpus-per-node 4
+
+  dexrl validate --explain actor.optim.lr
+      actor.optim.lr
+        type:     float
+        range:    > 0
+        default:  5e-06 (in libero_spatial_ppo_dexbotic_pi0)
+        meaning:  AdamW learning rate of the policy.
 """
+
+
+DEFAULT_EXPLAIN = ("libero_spatial", "pi0")  # the config --explain reads defaults from
 
 
 @dataclass
@@ -42,6 +54,9 @@ def compose_and_check(
     gpus_per_node: int = 8,
 ) -> Validated:
     """Compose the chosen config with overrides and run every config check (train reuses this)."""
+    from dexrl.checks.config import Facts, run_config_checks
+    from dexrl.config import compose, resolve_config_name
+
     name = resolve_config_name(suite, model, config_name)
     cfg = compose(name, overrides)
     facts = Facts(suite=suite_of(cfg, suite), gpus_per_node=gpus_per_node)
@@ -50,21 +65,26 @@ def compose_and_check(
 
 def suite_of(cfg: DictConfig, suite: str | None) -> str | None:
     """The LIBERO suite a config trains on (from the flag, else from the env group)."""
+    from omegaconf import OmegaConf
+
     return suite if suite and suite.startswith("libero_") else OmegaConf.select(
         cfg, "env.train.task_suite_name", default=suite)
 
 
 def report(result: Validated, console: Console, strict: bool) -> int:
     """Print findings; return the exit code (0 clean, 2 on errors or strict warnings)."""
+    from omegaconf import OmegaConf
+    from rich.markup import escape
+
     errs = [f for f in result.findings if f.level == "error"]
     warns = [f for f in result.findings if f.level == "warning"]
     for f in errs:
-        console.print(f"[bold red]error[/]: {f.where}: {f.message}\n  [dim]hint:[/] {f.hint}",
-                      highlight=False)
+        console.print(f"[bold red]error[/]: {escape(f.where)}: {escape(f.message)}\n"
+                      f"  [dim]hint:[/] {escape(f.hint)}", highlight=False)
     for f in warns:
         tag = "[bold red]error (strict)[/]" if strict else "[yellow]warning[/]"
-        console.print(f"{tag}: {f.where}: {f.message}\n  [dim]hint:[/] {f.hint}",
-                      highlight=False)
+        console.print(f"{tag}: {escape(f.where)}: {escape(f.message)}\n"
+                      f"  [dim]hint:[/] {escape(f.hint)}", highlight=False)
     mode = OmegaConf.select(result.cfg, "actor.model.dexbotic.norm_mode", default=None,
                             throw_on_resolution_failure=False)
     console.print(f"norm mode: {mode or 'mean_std (unset, the default)'} "
@@ -89,8 +109,18 @@ def validate(
     strict: bool = typer.Option(False, "--strict", help="Treat warnings as errors."),
     gpus_per_node: int = typer.Option(8, "--gpus-per-node", min=1,
                                       help="GPUs per node assumed for placement checks."),
+    explain: str = typer.Option(None, "--explain", metavar="KEY",
+                                help="Describe one config key: type, range or choices, default "
+                                "(in the chosen config, else libero_spatial pi0) and meaning."),
 ) -> None:
     """Compose and check a training config (no Ray, no GPU, no rlinf import)."""
+    from rich.console import Console
+
+    from dexrl.config import to_yaml
+
+    if explain:
+        show_key(explain, suite, model, config_name, overrides or [])
+        return
     result = compose_and_check(suite, model, config_name, overrides or [], gpus_per_node)
     out = Console(highlight=False, soft_wrap=True)
     if print_cfg:
@@ -100,6 +130,18 @@ def validate(
             raise DexrlError(f"config does not resolve: {' '.join(str(exc).split())}",
                              "fix the interpolation or the override that feeds it") from None
     raise typer.Exit(report(result, Console(stderr=True, highlight=False, soft_wrap=True), strict))
+
+
+def show_key(key: str, suite: str | None, model: str | None, config_name: str | None,
+             overrides: list[str]) -> None:
+    """Print what the value schema says about ``key``, with its value in the composed config."""
+    from dexrl.checks.schema import explain
+    from dexrl.config import compose, resolve_config_name
+
+    if not (suite or model or config_name):
+        suite, model = DEFAULT_EXPLAIN
+    name = resolve_config_name(suite, model, config_name)
+    typer.echo("\n".join(explain(key, compose(name, overrides), name)))
 
 
 def mount(app: typer.Typer) -> None:

@@ -5,10 +5,11 @@ from __future__ import annotations
 import subprocess
 import sys
 
+import pytest
 from typer.testing import CliRunner
 
 from dexrl import __version__
-from dexrl.cli import app
+from dexrl.cli import VERBS, app, load_verb
 from dexrl.config import list_configs
 
 runner = CliRunner()
@@ -64,8 +65,16 @@ def test_help_and_validate_do_not_import_heavy_stacks(tmp_path) -> None:
 
 USAGE_ERRORS = [
     (["validate", "--bogus"], "error: dexrl validate: No such option: --bogus"),
+    (["--bogus"], "error: dexrl: No such option: --bogus"),
     (["trian"], "error: dexrl: No such command 'trian'. Did you mean 'train'?"),
     (["validate", "--gpus-per-node", "0"], "Invalid value for '--gpus-per-node'"),
+    (["validate", "--gpus-per-node", "-1"], "Invalid value for '--gpus-per-node'"),
+    (["validate", "--gpus-per-node", "1.5"], "Invalid value for '--gpus-per-node'"),
+    (["train", "--gpus-per-node", "-2"], "Invalid value for '--gpus-per-node'"),
+    (["train", "--stall-timeout", "0"], "Invalid value for '--stall-timeout'"),
+    (["train", "--stall-timeout", "soon"], "Invalid value for '--stall-timeout'"),
+    (["resume", "runs/x", "--step", "-1"], "Invalid value for '--step'"),
+    (["validate", "--explain"], "Option '--explain' requires an argument"),
 ]
 
 
@@ -76,3 +85,30 @@ def test_usage_errors_are_one_error_and_one_hint() -> None:
         lines = result.stderr.strip().splitlines()
         assert len(lines) == 2 and message in lines[0], result.stderr
         assert lines[1].startswith("hint: `dexrl")
+
+
+def test_verb_table_matches_the_verb_modules() -> None:
+    """`dexrl --help` lists VERBS without importing them: each summary is the verb's own."""
+    for name in VERBS:
+        command = load_verb(name)
+        assert command.name == name
+        assert command.help.strip().splitlines()[0] == VERBS[name][1], name
+    listing = " ".join(runner.invoke(app, ["--help"]).output.split())
+    for name, (_, summary) in VERBS.items():
+        assert f"{name} {summary}" in listing
+
+
+@pytest.mark.parametrize("args", [["--help"], *([verb, "--help"] for verb in VERBS)])
+def test_help_imports_no_heavy_stack(args: list[str]) -> None:
+    """Help answers without torch, omegaconf/hydra, rich, rlinf or the hub client."""
+    code = (
+        "import sys\n"
+        f"sys.argv = ['dexrl', *{args!r}]\n"
+        "from dexrl.cli import main\n"
+        "try:\n    main()\nexcept SystemExit as exc:\n    assert not exc.code, exc.code\n"
+        "heavy = ('torch', 'omegaconf', 'hydra', 'rich', 'rlinf', 'huggingface_hub', 'pydantic')\n"
+        "print(','.join(sorted(m for m in heavy if m in sys.modules)), file=sys.stderr)\n"
+    )
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
+    assert "Usage: dexrl" in out.stdout
+    assert out.stderr.strip().splitlines()[-1:] in ([], [""]), out.stderr

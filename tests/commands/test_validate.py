@@ -86,7 +86,7 @@ def test_bad_names_and_overrides(args: list[str], message: str) -> None:
         (["runner.val_check_interval=20"], "runner.save_interval",
          "50 is not a multiple of runner.val_check_interval=20"),
         (["runner.logger.logger_backends=[tb]"], "runner.logger.logger_backends",
-         "unknown logger backend 'tb'"),
+         "got the item 'tb', expected a list of items, each one of 'tensorboard'"),
         (["actor.model.model_type=dexbotic_pi"], "actor.model.model_type",
          "'dexbotic_pi' is not a dexrl policy"),
         (["actor.model.dexbotic.num_steps=10"], "actor.model.dexbotic.num_steps",
@@ -94,7 +94,7 @@ def test_bad_names_and_overrides(args: list[str], message: str) -> None:
         (["actor.model.dexbotic.action_chunk=10"], "actor.model.dexbotic.action_chunk",
          "differs from actor.model.num_action_chunks=5"),
         (["actor.model.dexbotic.norm_mode=zscore"], "actor.model.dexbotic.norm_mode",
-         "unknown norm mode 'zscore'"),
+         "got 'zscore', expected one of 'mean_std', 'quantile'"),
     ],
 )
 def test_each_check_fails_with_its_message(overrides: list[str], where: str, message: str) -> None:
@@ -181,7 +181,7 @@ def test_dm0_chunk_size_warning_names_both_sources() -> None:
     ("overrides", "where", "message"),
     [
         (["actor.model.dexbotic.model_max_length=0"], "actor.model.dexbotic.model_max_length",
-         "must be a positive integer or null, got 0"),
+         "got 0, expected an integer ≥ 1 (or null)"),
         (["actor.model.dexbotic.train_expert_only=false"],
          "actor.model.dexbotic.train_expert_only", "full DM0 fine-tuning in bf16"),
     ],
@@ -199,7 +199,113 @@ def test_full_dm0_fine_tuning_in_fp32_is_accepted() -> None:
 
 
 def test_norm_modes_match_the_models() -> None:
-    from dexrl.checks.config import NORM_MODES
+    from dexrl.checks.schema import NORM_MODES
     from dexrl.models.transforms import NORM_MODES as MODEL_NORM_MODES
 
     assert NORM_MODES == MODEL_NORM_MODES
+
+
+# One bad value each: exactly this error (key, value, what is expected) and, where given, this fix.
+BAD_VALUES = [
+    (["actor.model.num_steps=0"], "actor.model.num_steps: got 0, expected an integer ≥ 1", None),
+    (["actor.model.num_steps=four"], "actor.model.num_steps: got 'four', expected an integer ≥ 1",
+     None),
+    (["actor.optim.lr=-1e-5"], "actor.optim.lr: got -1e-05, expected a number > 0", None),
+    (["algorithm.group_size=0"], "algorithm.group_size: got 0, expected an integer ≥ 1", None),
+    (["actor.model.precision=bf32"], "actor.model.precision: got 'bf32', expected one of 'bf16', "
+     "'bf16-mixed', 'fp16'", "did you mean actor.model.precision=fp32?"),
+    (["runner.max_steps=1.5"], "runner.max_steps: got 1.5, expected an integer", None),
+    (["runner.max_steps='10'"], "runner.max_steps: got '10', expected an integer",
+     "write runner.max_steps=10 without quotes"),
+    (["actor.model.num_action_chunks=5.0"], "actor.model.num_action_chunks: got 5.0, expected an "
+     "integer ≥ 1", "write actor.model.num_action_chunks=5 (a whole number"),
+    (["env.train.auto_reset='true'"], "env.train.auto_reset: got 'true', expected true or false",
+     "write env.train.auto_reset=true without quotes"),
+    (["algorithm.clip_ratio_high=1.5"], "algorithm.clip_ratio_high: got 1.5, expected a number in "
+     "(0, 1)", None),
+    (["algorithm.gamma=-0.1"], "algorithm.gamma: got -0.1, expected a number in [0, 1]", None),
+    (["algorithm.clip_ratio_c=1"], "algorithm.clip_ratio_c: got 1, expected a number > 1", None),
+    (["algorithm.adv_type=gea"], "algorithm.adv_type: got 'gea', expected one of 'gae', 'grpo'",
+     "did you mean algorithm.adv_type=gae?"),
+    (["algorithm.loss_type=ppo"], "algorithm.loss_type: got 'ppo', expected one of 'actor', "
+     "'actor_critic', 'decoupled_actor_critic'", None),
+    (["actor.model.dexbotic.noise_method=sde"], "actor.model.dexbotic.noise_method: got 'sde', "
+     "expected one of 'flow_sde', 'flow_cps'", None),
+    (["actor.global_batch_size=0"], "actor.global_batch_size: got 0, expected an integer ≥ 1",
+     None),
+    (["env.train.total_num_envs=-8"], "env.train.total_num_envs: got -8, expected an integer ≥ 1",
+     None),
+    (["cluster.num_nodes=0"], "cluster.num_nodes: got 0, expected an integer ≥ 1", None),
+    (["runner.logger.logger_backends=tensorboard"], "runner.logger.logger_backends: got "
+     "'tensorboard', expected a list of items", "runner.logger.logger_backends=[tensorboard]"),
+    (["actor.fsdp_config.sharding_strategy=full"], "actor.fsdp_config.sharding_strategy: got "
+     "'full', expected one of 'full_shard'", None),
+    (["runner.max_steps=${nope}"], "runner.max_steps: ${nope} does not resolve", None),
+    (["actor.model.dexbotic.noise_method=flow_cps", "actor.model.dexbotic.noise_level=1.5"],
+     "actor.model.dexbotic.noise_level: 1.5 exceeds 1, the largest flow_cps noise level", None),
+]
+
+
+@pytest.mark.parametrize(("overrides", "error", "hint"), BAD_VALUES)
+def test_each_bad_value_is_one_error(overrides: list[str], error: str, hint: str | None) -> None:
+    result = run(*BASE, *overrides)
+    assert result.exit_code == 2, result.output
+    errors = [line for line in result.stderr.splitlines() if line.startswith("error:")]
+    assert len(errors) == 1 and errors[0].startswith(f"error: {error}"), result.stderr
+    assert "(1 error(s)" in result.stderr
+    if hint:
+        assert hint in result.stderr
+    assert "Traceback" not in result.output
+
+
+@pytest.mark.parametrize(
+    ("override", "message"),
+    [("runner.save_interval=0", "runner.save_interval: 0 disables checkpoints"),
+     ("runner.save_interval=-1", "runner.save_interval: -1 disables checkpoints: RLinf saves "
+      "none, not even the last step, so `dexrl resume` will have nothing to continue from"),
+     ("runner.max_steps=0", "runner.max_steps: 0 trains nothing")],
+)
+def test_surprising_values_warn(override: str, message: str) -> None:
+    result = run(*BASE, override)
+    assert result.exit_code == 0, result.output
+    assert f"warning: {message}" in result.stderr
+    assert run(*BASE, override, "--strict").exit_code == 2
+
+
+@pytest.mark.parametrize(
+    ("args", "hint"),
+    [(["runner.max_steps", "10"], "`runner.max_steps=10` (no spaces around '=')"),
+     (["runner.max_steps", "=", "10"], "`runner.max_steps=10`"),
+     (["runner.max_steps==10"], "use a single '=': `runner.max_steps=10`"),
+     (["runner.max_steps"], "write `runner.max_steps=VALUE`")],
+)
+def test_override_slips_get_the_fix(args: list[str], hint: str) -> None:
+    result = run(*BASE, *args)
+    assert result.exit_code == 2
+    assert "error: overrides: malformed override" in result.stderr
+    assert "hint: " in result.stderr and hint in result.stderr
+
+
+def test_explain_prints_type_range_default_and_meaning() -> None:
+    result = run("validate", "--explain", "actor.optim.lr")
+    assert result.exit_code == 0, result.output
+    assert result.output.splitlines() == [
+        "actor.optim.lr", "  type:     float", "  range:    > 0",
+        "  default:  5e-06 (in libero_spatial_ppo_dexbotic_pi0)",
+        "  meaning:  AdamW learning rate of the policy."]
+    both = run("validate", "--explain", "env.*.total_num_envs", "-s", "libero_goal", "-m", "dm0",
+               "env.eval.total_num_envs=16")
+    assert "  train:    64 (in libero_goal_ppo_dexbotic_dm0)" in both.output
+    assert "  eval:     16 (in libero_goal_ppo_dexbotic_dm0)" in both.output
+    choices = run("validate", "--explain", "actor.model.precision").output
+    assert "  choices:  'bf16', 'bf16-mixed'" in choices
+    assert "  warning:  ≤ 0 disables checkpoints" in run(
+        "validate", "--explain", "runner.save_interval").output
+
+
+def test_explain_unknown_key_names_the_closest() -> None:
+    result = run("validate", "--explain", "actor.optim.lrr")
+    assert result.exit_code == 2
+    assert result.stderr.splitlines() == [
+        "error: --explain: 'actor.optim.lrr' is not a key dexrl knows",
+        "hint: closest known keys: actor.optim.lr, actor.optim.value_lr, actor.optim.clip_grad"]
