@@ -26,7 +26,7 @@ from pathlib import Path
 from typing import Any, TextIO
 
 from dexrl.errors import DexrlError
-from dexrl.runs import MARKER
+from dexrl.runs import mark_complete
 
 
 @dataclass(frozen=True)
@@ -70,15 +70,6 @@ _SUMMARY_KEYS = (
     ("policy_loss", "train/actor/policy_loss", ".4f"),
     ("value_loss", "train/critic/value_loss", ".4f"),
 )
-
-
-def mark_complete(checkpoint: Path, step: int) -> Path:
-    """Write the completion marker into a finished checkpoint folder (atomically, last)."""
-    marker = checkpoint / MARKER
-    tmp = marker.with_suffix(".tmp")
-    tmp.write_text(json.dumps({"step": step, "written": time.strftime("%Y-%m-%dT%H:%M:%S")}))
-    os.replace(tmp, marker)
-    return marker
 
 
 class _Local(threading.local):

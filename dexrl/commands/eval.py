@@ -122,6 +122,8 @@ def _describe_source(source, console: Console) -> None:  # noqa: ANN001 - a Chec
         console.print(f"Checkpoint: {source.model_dir} ({source.model_type})")
     if source.training:
         console.print(f"Training config: {source.training.source}")
+    for note in source.notes:
+        console.print(note)
 
 
 def mount(app: typer.Typer) -> None:

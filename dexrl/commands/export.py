@@ -52,6 +52,8 @@ def export_command(
         console.print(f"Exporting step {source.step} of {source.run_dir or source.weights}; "
                       f"config, tokenizer and norm stats from {source.model_dir} "
                       f"(from {source.base_from})")
+    for note in source.notes:
+        console.print(note)
     done = export_checkpoint(source, out, keep_value_head=keep_value_head, overwrite=overwrite,
                              results=results)
     head = "kept in value_head.safetensors" if done.value_head else "dropped"
