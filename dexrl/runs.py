@@ -77,6 +77,11 @@ MODEL_PATH_KEYS = ("actor.model.model_path", "rollout.model.model_path")
 
 def default_run_dir(suite: str, model: str, name: str | None = None, root: str = "runs") -> Path:
     """``runs/<name>`` or ``runs/<suite>_<model>_<timestamp>``."""
+    if name is not None and (not name.strip() or name in (".", "..") or "/" in name
+                             or os.sep in name):
+        raise DexrlError(f"--name {name!r} is not a folder name",
+                         "give a plain name (runs/<name> is created), or a path with --run-dir",
+                         where="--name")
     stamp = time.strftime("%Y%m%d-%H%M%S")
     return Path(root) / (name or f"{suite}_{model}_{stamp}")
 

@@ -138,6 +138,9 @@ def train(
     """Train a policy with PPO on LIBERO, RLinf as the backend."""
     overrides = list(overrides or [])
     runs.refuse_owned_overrides(overrides, "--run-dir DIR picks the run folder")
+    if name and run_dir:
+        raise DexrlError("--name and --run-dir both name the run folder",
+                         "pass one: --name NAME (runs/NAME) or --run-dir PATH")
     if ckpt and smoke:
         raise DexrlError("--smoke trains a tiny random model and takes no --ckpt",
                          "drop --ckpt, or drop --smoke to train the checkpoint")

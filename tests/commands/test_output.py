@@ -22,8 +22,7 @@ DEXRL = str(Path(sys.executable).with_name("dexrl"))
 def piped(*args: str, home: Path) -> subprocess.CompletedProcess:
     """``dexrl ARGS | cat`` on a narrow window: stdout is a pipe, $COLUMNS says 40."""
     env = {**os.environ, "COLUMNS": "40", "DEXRL_HOME": str(home)}
-    return subprocess.run([DEXRL, *args], env=env, stdout=subprocess.PIPE,
-                          stderr=subprocess.PIPE, text=True, timeout=120)
+    return subprocess.run([DEXRL, *args], env=env, capture_output=True, text=True, timeout=120)
 
 
 def test_download_list_through_a_pipe_is_not_truncated(tmp_path: Path) -> None:

@@ -199,3 +199,17 @@ def test_resume_of_something_that_is_not_a_run(smoke_like_run: Path, tmp_path: P
     assert "Traceback" not in result.output
     if where == "step":
         assert f"pass the run folder {smoke_like_run} (with --step 1" in result.stderr
+
+
+@pytest.mark.parametrize(
+    ("args", "message"),
+    [(["--name", "a/b"], "--name 'a/b' is not a folder name"),
+     (["--name", ".."], "is not a folder name"),
+     (["--name", "x", "--run-dir", "y"], "--name and --run-dir both name the run folder")],
+)
+def test_run_folder_names_that_are_not_names(elsewhere: Path, args: list[str],
+                                             message: str) -> None:
+    result = run("train", "--suite", "libero_spatial", "--model", "pi0", "--smoke", *args)
+    assert result.exit_code == 2, result.output
+    assert message in result.stderr and "hint:" in result.stderr
+    assert list(elsewhere.iterdir()) == []
