@@ -151,9 +151,9 @@ def refuse_owned_overrides(overrides: list[str], fix: str) -> None:
 
 def run_folder_settings(run_dir: Path, resume_from: Path | None = None) -> dict[str, Any]:
     """The owned fields for a run in ``run_dir`` (absolute), continuing from ``resume_from``."""
-    return {"runner.logger.log_path": str(Path(run_dir).absolute()),
+    return {"runner.logger.log_path": os.path.abspath(run_dir),
             "runner.logger.experiment_name": "",
-            "runner.resume_dir": str(Path(resume_from).absolute()) if resume_from else None}
+            "runner.resume_dir": os.path.abspath(resume_from) if resume_from else None}
 
 
 def set_run_folder(cfg: DictConfig, run_dir: Path,
@@ -200,7 +200,7 @@ def write_run_files(run_dir: Path, cfg: DictConfig, argv: list[str],
     manifest = {
         "schema": 1,
         "created": time.strftime("%Y-%m-%dT%H:%M:%S%z"),
-        "run_dir": str(Path(run_dir).absolute()),
+        "run_dir": os.path.abspath(run_dir),
         "command": argv,
         "cwd": os.getcwd(),
         "host": socket.gethostname(),
@@ -278,7 +278,7 @@ def open_run(path: str | Path) -> Run:
         DexrlError: the path does not exist, is a file, or is not a dexrl run folder.
     """
     given = Path(path).expanduser()
-    run_dir = given.absolute()
+    run_dir = Path(os.path.abspath(given))  # normalizes "..", keeps symlinks as the user named them
     hint = "pass the folder `dexrl train` created (it holds config.yaml and manifest.json)"
     if not run_dir.exists():
         raise DexrlError("run folder does not exist", hint, where=str(given))

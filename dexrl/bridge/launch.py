@@ -324,7 +324,7 @@ def launch(
     """
     if "RLINF_EXT_MODULE" not in os.environ:
         raise RuntimeError("call dexrl.bridge.launch.prepare() before launch()")
-    run_dir = Path(run_dir).absolute()
+    run_dir = Path(os.path.abspath(run_dir))
     check_run_folder(cfg, run_dir, resume_from)
     run_dir.mkdir(parents=True, exist_ok=True)
     total = planned_steps(cfg)

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import os
 import sys
 from pathlib import Path
 
@@ -154,7 +155,7 @@ def train(
     suite_name = suite_of(result.cfg, suite) or "libero"
     label = model or str(result.cfg.actor.model.model_type).removeprefix("dexbotic_")
     target = (Path(run_dir) if run_dir else runs.default_run_dir(suite_name, label, name))
-    target = target.expanduser().absolute()
+    target = Path(os.path.abspath(target.expanduser()))
     settings = runs.set_run_folder(result.cfg, target)
     findings = [f for f in result.findings if not (smoke and _is_smoke_path_warning(f))]
     if dry_run:
