@@ -134,8 +134,10 @@ def test_cli_smoke_trains_one_step_then_resumes_at_the_next(tmp_path: Path) -> N
     assert lines[0] == BANNER
     assert any(line.startswith("workers ready after") for line in lines)
     assert any(line.startswith("step 1/1 ") for line in lines)
-    # RLinf's and the workers' output went to the log, not the terminal.
+    # RLinf's, the workers' and third-party output went to the log, not the terminal.
     assert not any("INFO" in line or "pid=" in line for line in lines)
+    for noise in ("No private macro file", "Gym has been unmaintained", "Warning"):
+        assert noise not in train.stdout + train.stderr, train.stderr[-3000:]
     log = (run_dir / "logs" / "driver.log").read_text()
     assert "RLinf is running on a cluster with 1 node" in log
     first = latest_checkpoint(run_dir)

@@ -143,7 +143,7 @@ def test_eval_on_libero(first_eval: tuple[Path, str, str, Path], tiny_run: Path,
                   "[info] using task orders"):
         assert noise not in output + errors, noise
     assert "No private macro file found" in (out / "eval.log").read_text()
-    assert f"Third-party output (robosuite, gym, warnings): {out / 'eval.log'}" in output
+    assert "Third-party output (robosuite, gym, warnings): a/eval.log" in output
     assert "0.0 % [0.0, 65.8]" in output or "100.0 % [34.2, 100.0]" in output
     data = json.loads((out / "results.json").read_text())
     assert data["schema"] == "dexrl-eval-results" and data["schema_version"] == 1
