@@ -22,7 +22,6 @@ from rich.progress import (
 
 from dexrl.console import console
 from dexrl.evaluation import report
-from dexrl.evaluation.results import LOG_FILE
 
 EPILOG = """\
 Examples:
@@ -123,6 +122,8 @@ def _temporary_log() -> Path:
 def _keep_log(log: Path, out_dir: Path | None) -> Path | None:
     """Move the log into the output folder once the evaluation started writing it; else drop it
     (an input error, shown on the terminal, leaves nothing behind)."""
+    from dexrl.evaluation.results import LOG_FILE
+
     if out_dir is not None and out_dir.is_dir():
         return Path(shutil.move(log, out_dir / LOG_FILE))
     log.unlink(missing_ok=True)
