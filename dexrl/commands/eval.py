@@ -107,8 +107,8 @@ def eval_command(
                            on_claimed=lambda: claimed.append(prepared.out))
             _show_results(results, prepared.out, out_console)
     finally:
-        kept = _keep_log(log, claimed[0] if claimed else None)
-    if kept is not None and not verbose:
+        kept = _keep_log(log, claimed[0] if claimed and not verbose else None)
+    if kept is not None:
         console().print(f"Third-party output (robosuite, gym, warnings): {kept}")
 
 
