@@ -2,10 +2,18 @@
 
 Layout of ``RUN_DIR``::
 
-    config.yaml            the resolved config handed to RLinf
-    manifest.json          versions, git state, checkpoint provenance, command line, hosts
-    logs/                  RLinf's and the workers' logs (``runner.logger.log_path``)
+    config.yaml            the resolved config handed to RLinf (written once per train/resume)
+    manifest.json          versions, git state, checkpoint provenance, command line, hosts,
+                           and ``run_dir``: where the folder was created
+    logs/                  dexrl's driver log (RLinf's and the workers' output)
+    tensorboard/, video/   RLinf's logger and env videos (``runner.logger.log_path`` = RUN_DIR)
     checkpoints/global_step_N/   RLinf checkpoints; complete once the marker file is present
+
+Paths in ``config.yaml`` are absolute. A run folder stays usable after it is moved or copied:
+:func:`open_run` re-anchors every path that pointed inside the folder's recorded location
+(``manifest.json`` ``run_dir``, else ``runner.logger.log_path``) to where the folder is now, and
+resolves the relative model paths that run folders of dexrl 0.1 recorded against ``train``'s
+working directory (``manifest.json`` ``cwd``).
 """
 
 from __future__ import annotations
@@ -24,7 +32,7 @@ from importlib import metadata
 from pathlib import Path
 from typing import Any
 
-from omegaconf import DictConfig, OmegaConf
+from omegaconf import DictConfig, OmegaConf, open_dict
 
 from dexrl.config import flatten
 from dexrl.errors import DexrlError
@@ -34,6 +42,7 @@ MANIFEST_FILE = "manifest.json"
 WANDB_ID_FILE = "wandb_run_id"
 CHECKPOINTS = "checkpoints"
 MARKER = "dexrl_complete.json"  # written last, after RLinf's save returned
+LOG_FILE = Path("logs") / "driver.log"
 VERSIONED = ("dexrl", "rlinf", "torch", "transformers", "mujoco", "ray", "hydra-core", "numpy")
 
 # Keys a resume may change without --allow-changes: they do not change the experiment.
@@ -52,8 +61,27 @@ SAFE_RESUME_KEYS = (
 )
 
 
+# Fields that place what RLinf writes: dexrl sets them so that everything lands in RUN_DIR, and
+# refuses a user's override with the reason (RLinf writes checkpoints to
+# <log_path>/<experiment_name>/checkpoints; tensorboard and videos follow log_path).
+OWNED_KEYS = {
+    "runner.logger.log_path": "it is the run folder; choose it with --run-dir (or --name)",
+    "runner.logger.experiment_name": "it would move the checkpoints out of RUN_DIR/checkpoints "
+                                     "(RLinf writes them to <log_path>/<experiment_name>); name "
+                                     "the run with --name",
+    "runner.resume_dir": "`dexrl resume RUN_DIR` sets it (--step N picks the checkpoint)",
+}
+# Path-valued keys that dexrl 0.1 could record relative to the working directory of `train`.
+MODEL_PATH_KEYS = ("actor.model.model_path", "rollout.model.model_path")
+
+
 def default_run_dir(suite: str, model: str, name: str | None = None, root: str = "runs") -> Path:
     """``runs/<name>`` or ``runs/<suite>_<model>_<timestamp>``."""
+    if name is not None and (not name.strip() or name in (".", "..") or "/" in name
+                             or os.sep in name):
+        raise DexrlError(f"--name {name!r} is not a folder name",
+                         "give a plain name (runs/<name> is created), or a path with --run-dir",
+                         where="--name")
     stamp = time.strftime("%Y%m%d-%H%M%S")
     return Path(root) / (name or f"{suite}_{model}_{stamp}")
 
@@ -112,14 +140,67 @@ def resolved(cfg: DictConfig) -> DictConfig:
                          "fix the interpolation or the override that feeds it") from None
 
 
+def refuse_owned_overrides(overrides: list[str], fix: str) -> None:
+    """Refuse a user override of a field dexrl owns (:data:`OWNED_KEYS`), with the reason."""
+    for item in overrides:
+        key = item.partition("=")[0].lstrip("+~")
+        if key in OWNED_KEYS:
+            raise DexrlError(f"{key} is set by dexrl: {OWNED_KEYS[key]}",
+                             f"drop the override {item!r}; {fix}", where="overrides")
+
+
+def run_folder_settings(run_dir: Path, resume_from: Path | None = None) -> dict[str, Any]:
+    """The owned fields for a run in ``run_dir`` (absolute), continuing from ``resume_from``."""
+    return {"runner.logger.log_path": os.path.abspath(run_dir),
+            "runner.logger.experiment_name": "",
+            "runner.resume_dir": os.path.abspath(resume_from) if resume_from else None}
+
+
+def set_run_folder(cfg: DictConfig, run_dir: Path,
+                   resume_from: Path | None = None) -> dict[str, Any]:
+    """Point RLinf's outputs at ``run_dir``, in ``cfg`` itself, before it is resolved.
+
+    Interpolations that follow ``runner.logger.log_path`` (the env video folders) land in the
+    run folder too. Returns the fields set, for ``--dry-run`` and ``resume``'s diff.
+    """
+    settings = run_folder_settings(run_dir, resume_from)
+    with open_dict(cfg):
+        for key, value in settings.items():
+            OmegaConf.update(cfg, key, value, force_add=True)
+    return settings
+
+
+def render_settings(settings: dict[str, Any]) -> list[str]:
+    """``key=value`` lines, values as YAML writes them (``null``, ``''``)."""
+    return [f"{k}={OmegaConf.to_yaml({'v': v}).strip().removeprefix('v: ')}"
+            for k, v in settings.items()]
+
+
+def check_run_folder(cfg: DictConfig, run_dir: Path, resume_from: Path | None) -> None:
+    """Raise RuntimeError when ``cfg`` was not prepared by :func:`set_run_folder` for this run."""
+    for key, value in run_folder_settings(run_dir, resume_from).items():
+        if OmegaConf.select(cfg, key) != value:
+            raise RuntimeError(f"{key} is not {value!r}: call dexrl.runs.set_run_folder() "
+                               "before launch()")
+
+
+def save_config(run_dir: Path, cfg: DictConfig) -> None:
+    """Write ``config.yaml`` (resolved) atomically: what RLinf runs with, what resume reads."""
+    path = Path(run_dir) / CONFIG_FILE
+    tmp = path.with_name(f".{CONFIG_FILE}.tmp")
+    tmp.write_text(OmegaConf.to_yaml(cfg, resolve=True))
+    os.replace(tmp, path)
+
+
 def write_run_files(run_dir: Path, cfg: DictConfig, argv: list[str],
                     extra: dict[str, Any] | None = None) -> None:
     """Write ``config.yaml`` (resolved) and ``manifest.json`` into a new run directory."""
     run_dir.mkdir(parents=True, exist_ok=True)
-    (run_dir / CONFIG_FILE).write_text(OmegaConf.to_yaml(cfg, resolve=True))
+    save_config(run_dir, cfg)
     manifest = {
         "schema": 1,
         "created": time.strftime("%Y-%m-%dT%H:%M:%S%z"),
+        "run_dir": os.path.abspath(run_dir),
         "command": argv,
         "cwd": os.getcwd(),
         "host": socket.gethostname(),
@@ -155,7 +236,7 @@ def use_wandb_run_id(run_dir: Path) -> str:
 
 
 def load_run_config(run_dir: Path) -> DictConfig:
-    """The saved config of a run; DexrlError when the folder is not a dexrl run."""
+    """The saved config of a run as written (see :func:`open_run` for one that was moved)."""
     path = Path(run_dir) / CONFIG_FILE
     if not path.is_file():
         raise DexrlError("not a dexrl run directory (no config.yaml)",
@@ -169,6 +250,85 @@ def load_run_config(run_dir: Path) -> DictConfig:
     if not isinstance(cfg, DictConfig):
         raise DexrlError("config.yaml is not a mapping", "restore the file", where=str(path))
     return cfg
+
+
+@dataclass(frozen=True)
+class Run:
+    """An opened run folder.
+
+    Attributes:
+        dir: Where the folder is now (absolute).
+        config: Its saved config, paths re-anchored to ``dir``.
+        manifest: Its ``manifest.json`` ({} when missing).
+        moved_from: The folder's recorded location when it is not ``dir`` (moved or copied).
+    """
+
+    dir: Path
+    config: DictConfig
+    manifest: dict[str, Any]
+    moved_from: Path | None
+
+
+def open_run(path: str | Path) -> Run:
+    """Open a run folder from any working directory, also after it was moved or copied.
+
+    The one resolver for commands that read a run (resume, eval, export, plot).
+
+    Raises:
+        DexrlError: the path does not exist, is a file, or is not a dexrl run folder.
+    """
+    given = Path(path).expanduser()
+    run_dir = Path(os.path.abspath(given))  # normalizes "..", keeps symlinks as the user named them
+    hint = "pass the folder `dexrl train` created (it holds config.yaml and manifest.json)"
+    if not run_dir.exists():
+        raise DexrlError("run folder does not exist", hint, where=str(given))
+    if not run_dir.is_dir():
+        raise DexrlError("a file, not a run folder", hint, where=str(given))
+    step = checkpoint_step(run_dir)
+    if step is not None and run_dir.parent.name == CHECKPOINTS:
+        raise DexrlError("a checkpoint folder, not a run folder",
+                         f"pass the run folder {run_dir.parent.parent} (with --step {step} where "
+                         "the command has it)", where=str(given))
+    cfg = load_run_config(run_dir)
+    manifest = read_manifest(run_dir)
+    cfg, moved_from = _relocate(cfg, run_dir, manifest)
+    return Run(run_dir, cfg, manifest, moved_from)
+
+
+def _relocate(cfg: DictConfig, run_dir: Path,
+              manifest: dict[str, Any]) -> tuple[DictConfig, Path | None]:
+    """Re-anchor the paths of a run folder that now lives at ``run_dir`` (see module doc)."""
+    data = OmegaConf.to_container(cfg, resolve=False)
+    cwd = manifest.get("cwd")
+    for key in MODEL_PATH_KEYS:
+        *parents, leaf = key.split(".")
+        node = data
+        for part in parents:
+            node = node.get(part) if isinstance(node, dict) else None
+        value = node.get(leaf) if isinstance(node, dict) else None
+        if isinstance(value, str) and value and "${" not in value and isinstance(cwd, str) \
+                and not Path(value).expanduser().is_absolute():
+            node[leaf] = os.path.normpath(Path(cwd) / value)
+    # Where the folder last ran (config) and where it was created (manifest).
+    recorded = [OmegaConf.select(cfg, "runner.logger.log_path", default=None,
+                                 throw_on_resolution_failure=False), manifest.get("run_dir")]
+    moved_from = None
+    for old in dict.fromkeys(r for r in recorded if isinstance(r, str) and os.path.isabs(r)):
+        if Path(old) != run_dir:
+            data = _rebase(data, old.rstrip(os.sep), str(run_dir))
+            moved_from = moved_from or Path(old)
+    return OmegaConf.create(data), moved_from
+
+
+def _rebase(node: Any, old: str, new: str) -> Any:
+    """Every string equal to ``old`` or below it, moved to ``new``."""
+    if isinstance(node, dict):
+        return {k: _rebase(v, old, new) for k, v in node.items()}
+    if isinstance(node, list):
+        return [_rebase(v, old, new) for v in node]
+    if isinstance(node, str) and (node == old or node.startswith(old + os.sep)):
+        return new + node[len(old):]
+    return node
 
 
 @dataclass(frozen=True)
@@ -208,8 +368,13 @@ def checkpoints(run_dir: Path) -> list[Checkpoint]:
     return sorted(found, key=lambda c: c.step)
 
 
-def pick_checkpoint(run_dir: Path, step: int | None = None) -> Checkpoint:
-    """The latest complete checkpoint, or the one at ``step``; DexrlError otherwise."""
+def pick_checkpoint(run_dir: Path, step: int | None = None,
+                    purpose: str = "resume from") -> Checkpoint:
+    """The latest complete checkpoint, or the one at ``step``; DexrlError otherwise.
+
+    The one rule for resume, eval and export: an incomplete checkpoint (no :data:`MARKER`, an
+    interrupted save) is never used; :func:`skipped` names the ones passed over.
+    """
     all_ckpts = checkpoints(run_dir)
     complete = [c for c in all_ckpts if c.complete]
     if step is not None:
@@ -219,16 +384,34 @@ def pick_checkpoint(run_dir: Path, step: int | None = None) -> Checkpoint:
             raise DexrlError(f"no checkpoint at step {step}",
                              f"complete checkpoints: {have}", where=str(run_dir))
         if not match[0].complete:
-            raise DexrlError(f"the checkpoint at step {step} is incomplete (interrupted save)",
-                             "resume from an earlier step or omit --step", where=str(match[0].path))
+            have = ", ".join(str(c.step) for c in complete) or "none"
+            raise DexrlError(f"the checkpoint at step {step} is incomplete (interrupted save, no "
+                             f"{MARKER})", f"use a complete step ({have}), or name no step to "
+                             "take the latest complete one", where=str(match[0].path))
         return match[0]
     if not complete:
         partial = f" ({len(all_ckpts)} incomplete)" if all_ckpts else ""
-        raise DexrlError(f"no complete checkpoint to resume from{partial}",
+        raise DexrlError(f"no complete checkpoint to {purpose}{partial}",
                          "train first; a checkpoint is written every runner.save_interval steps "
                          "and counts only once it finished writing",
                          where=str(checkpoints_dir(run_dir)))
     return complete[-1]
+
+
+def skipped(run_dir: Path, chosen: Checkpoint) -> list[str]:
+    """Notes on incomplete checkpoints newer than ``chosen`` (passed over, never used)."""
+    return [f"note: {c.path.name} is incomplete (interrupted save, no {MARKER}); using "
+            f"{chosen.path.name}" for c in checkpoints(run_dir)
+            if not c.complete and c.step > chosen.step]
+
+
+def mark_complete(checkpoint: Path, step: int) -> Path:
+    """Write the completion marker into a finished checkpoint folder (atomically, last)."""
+    marker = Path(checkpoint) / MARKER
+    tmp = marker.with_suffix(".tmp")
+    tmp.write_text(json.dumps({"step": step, "written": time.strftime("%Y-%m-%dT%H:%M:%S")}))
+    os.replace(tmp, marker)
+    return marker
 
 
 def latest_checkpoint(run_dir: Path) -> Path:
@@ -243,13 +426,15 @@ def planned_steps(cfg: DictConfig) -> int:
     return min(epochs, max_steps) if max_steps >= 0 else epochs
 
 
+ABSENT = object()  # a key one side of a config_diff does not have
+
+
 def config_diff(old: DictConfig, new: DictConfig) -> list[tuple[str, Any, Any]]:
-    """(key, old, new) for every leaf that differs between two resolved configs."""
+    """(key, old, new) for every leaf that differs between two configs (:data:`ABSENT` if none)."""
     a = flatten(OmegaConf.to_container(old, resolve=True))
     b = flatten(OmegaConf.to_container(new, resolve=True))
-    missing = object()
-    return [(k, a.get(k, missing), b.get(k, missing)) for k in sorted(a.keys() | b.keys())
-            if a.get(k, missing) != b.get(k, missing)]
+    return [(k, a.get(k, ABSENT), b.get(k, ABSENT)) for k in sorted(a.keys() | b.keys())
+            if a.get(k, ABSENT) != b.get(k, ABSENT)]
 
 
 def unsafe_changes(diff: list[tuple[str, Any, Any]]) -> list[tuple[str, Any, Any]]:

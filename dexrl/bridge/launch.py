@@ -3,17 +3,20 @@
 Typical use (one launch per process: RLinf's ``Cluster`` is a process-wide singleton)::
 
     cfg = compose_and_check(...).cfg                   # with "+smoke=cpu" for --smoke
+    set_run_folder(cfg, run_dir)                       # log_path etc., before resolution
     prepare(cfg, smoke=smoke)                          # worker env vars, driver registration
     code = launch(cfg, run_dir, on_progress=show)      # 0 done, 130 interrupted; DexrlError else
 
     # resume
-    cfg = load_run_config(run_dir)                     # + overrides, e.g. runner.max_steps=...
+    cfg = open_run(run_dir).config                     # + overrides, e.g. runner.max_steps=...
+    set_run_folder(cfg, run_dir, resume_from=latest_checkpoint(run_dir))
     prepare(cfg, smoke=smoke)
     launch(cfg, run_dir, resume_from=latest_checkpoint(run_dir))
 
-Run folder: ``config.yaml`` (the composed config), ``logs/driver.log`` (everything the driver and
-its workers print, unless verbose), ``tensorboard/``, ``metrics.log`` (RLinf's step tables) and
-``checkpoints/global_step_N/`` with ``actor/`` and, once complete, :data:`MARKER`.
+Run folder (:mod:`dexrl.runs`; the caller writes ``config.yaml``): ``logs/driver.log``
+(everything the driver and its workers print, unless verbose), ``tensorboard/``, ``metrics.log``
+(RLinf's step tables) and ``checkpoints/global_step_N/`` with ``actor/`` and, once complete,
+:data:`MARKER`.
 """
 
 from __future__ import annotations
@@ -27,13 +30,15 @@ from collections.abc import Callable, Mapping
 from pathlib import Path
 from typing import Any
 
-from omegaconf import DictConfig, OmegaConf, open_dict
+from omegaconf import DictConfig, OmegaConf
 
 from dexrl.bridge.registry import EXT_MODULE
 from dexrl.bridge.supervise import FailureSignal, Output, Progress, Supervisor
 from dexrl.errors import DexrlError
 from dexrl.runs import (
+    LOG_FILE,
     MARKER,
+    check_run_folder,
     checkpoint_step,
     checkpoints_dir,
     is_complete,
@@ -130,16 +135,6 @@ def prepare(cfg: DictConfig, *, smoke: bool, ext_module: str = EXT_MODULE) -> di
         raise DexrlError(f"model type '{model_type}' is not registered with RLinf",
                          "use a shipped config (`dexrl configs`)", where="actor.model.model_type")
     return env
-
-
-def _configure_run(cfg: DictConfig, run_dir: Path, resume_from: Path | None) -> None:
-    with open_dict(cfg):
-        # RLinf writes checkpoints to <log_path>/<experiment_name>/checkpoints: an empty
-        # experiment name puts them in the run folder, beside tensorboard/ and metrics.log.
-        cfg.runner.logger.log_path = str(run_dir)
-        cfg.runner.logger.experiment_name = ""
-        cfg.runner.resume_dir = str(resume_from) if resume_from is not None else None
-    OmegaConf.save(cfg, run_dir / "config.yaml")  # what resume starts from next time
 
 
 def _start_step(resume_from: Path | None, total: int) -> int:
@@ -308,8 +303,8 @@ def launch(
     """Train with RLinf until ``runner.max_steps``; call :func:`prepare` first.
 
     Args:
-        cfg: The composed config; launch points ``runner.logger`` at ``run_dir`` and sets
-            ``runner.resume_dir``.
+        cfg: The composed config, its run-folder fields set by
+            :func:`dexrl.runs.set_run_folder` for ``run_dir`` and ``resume_from``.
         run_dir: The run folder (created; RLinf's log path).
         resume_from: A complete ``.../global_step_N`` checkpoint to continue from (step N+1).
         ray_address: Attach to this Ray cluster (else ``$RAY_ADDRESS``); without either, a
@@ -329,13 +324,13 @@ def launch(
     """
     if "RLINF_EXT_MODULE" not in os.environ:
         raise RuntimeError("call dexrl.bridge.launch.prepare() before launch()")
-    run_dir = Path(run_dir).resolve()
+    run_dir = Path(os.path.abspath(run_dir))
+    check_run_folder(cfg, run_dir, resume_from)
     run_dir.mkdir(parents=True, exist_ok=True)
     total = planned_steps(cfg)
     start_step = _start_step(resume_from, total)
-    _configure_run(cfg, run_dir, resume_from)
     address = _ray_address(ray_address)
-    log_path = run_dir / "logs" / "driver.log"
+    log_path = run_dir / LOG_FILE
     env = {k: os.environ[k] for k in WORKER_ENV_KEYS if k in os.environ}
     output = Output(log_path, verbose)
     failure = FailureSignal()

@@ -26,7 +26,7 @@ from pathlib import Path
 from typing import Any, TextIO
 
 from dexrl.errors import DexrlError
-from dexrl.runs import MARKER
+from dexrl.runs import mark_complete
 
 
 @dataclass(frozen=True)
@@ -50,15 +50,6 @@ class Progress:
     elapsed_s: float
     metrics: Mapping[str, float] = field(default_factory=dict)
     checkpoint: Path | None = None
-
-
-def mark_complete(checkpoint: Path, step: int) -> Path:
-    """Write the completion marker into a finished checkpoint folder (atomically, last)."""
-    marker = checkpoint / MARKER
-    tmp = marker.with_suffix(".tmp")
-    tmp.write_text(json.dumps({"step": step, "written": time.strftime("%Y-%m-%dT%H:%M:%S")}))
-    os.replace(tmp, marker)
-    return marker
 
 
 class _Local(threading.local):
@@ -119,12 +110,18 @@ class Output:
         os.dup2(log_fd, 1)
         os.dup2(log_fd, 2)
         os.close(log_fd)
-        self._terms = [open(os.dup(fd), "w", buffering=1, encoding="utf-8", errors="replace")  # noqa: SIM115
-                       for fd in self._saved_fds]
         self._saved_streams = (sys.stdout, sys.stderr)
+        self._terms = [_terminal(stream, fd, saved) for stream, fd, saved in
+                       zip(self._saved_streams, (1, 2), self._saved_fds, strict=True)]
         sys.stdout = _Routed(sys.__stdout__ or self._terms[0], self._terms[0], self._local)
         sys.stderr = _Routed(sys.__stderr__ or self._terms[1], self._terms[1], self._local)
         return self
+
+    def stream(self, err: bool = False) -> TextIO:
+        """The terminal's stdout (or stderr), writable from any thread (e.g. a progress bar)."""
+        if self._terms:
+            return self._terms[err]
+        return sys.stderr if err else sys.stdout
 
     @contextlib.contextmanager
     def terminal(self) -> Iterator[None]:
@@ -153,8 +150,21 @@ class Output:
             os.dup2(saved, std_fd)
             os.close(saved)
         for term in self._terms:
-            term.close()
+            if term not in self._saved_streams:  # opened here on a duplicate of fd 1 or 2
+                term.close()
+        self._terms = []
         self._saved_fds = None
+
+
+def _terminal(stream: TextIO, fd: int, saved_fd: int) -> TextIO:
+    """Where terminal output goes once fd ``fd`` points at the log: a stream on its saved copy,
+    or ``stream`` itself when it does not write to ``fd`` (a test runner's capture)."""
+    try:
+        if stream.fileno() != fd:
+            return stream
+    except (AttributeError, OSError, ValueError):  # io.UnsupportedOperation: no file descriptor
+        return stream
+    return open(os.dup(saved_fd), "w", buffering=1, encoding="utf-8", errors="replace")  # noqa: SIM115
 
 
 class FailureSignal:

@@ -4,34 +4,55 @@ from __future__ import annotations
 
 import typer
 
+from dexrl.console import console, print_json
+
 EPILOG = """\
 Examples:
 
   dexrl configs
       A table of suite, model, config name, episode horizon and the distribution that provides
       the policy (dexrl or a plugin), one row per config; broken plugins are listed below it.
+
+  dexrl configs --json | jq -r '.configs[].config_name'
+      The same rows as a JSON document (schema dexrl.configs/1), broken plugins under "problems".
 """
 
+COLUMNS = ("suite", "model", "model_type", "config_name", "eval_horizon", "from")
+HEADERS = ("suite", "model", "model_type", "config name", "eval horizon", "from")
 
-def configs() -> None:
-    """List the configs: one per LIBERO suite × policy (built in or from a plugin)."""
-    from rich.console import Console
-    from rich.table import Table
 
+def rows() -> list[dict[str, object]]:
+    """One record per config (suite × policy)."""
     from dexrl.catalog import SUITES, policies
     from dexrl.config import shipped_matrix
+
+    known = policies()
+    return [dict(zip(COLUMNS, (suite, policy, known[policy].model_type, name,
+                               SUITES[suite].horizon, known[policy].distribution), strict=True))
+            for suite, policy, name in shipped_matrix()]
+
+
+def configs(
+    as_json: bool = typer.Option(False, "--json", help="Print a JSON document instead."),
+) -> None:
+    """List the configs: one per LIBERO suite × policy (built in or from a plugin)."""
+    from rich.table import Table
+
     from dexrl.plugins import discover
 
+    records, problems = rows(), discover().problems
+    if as_json:
+        print_json("dexrl.configs/1", configs=records,
+                   problems=[{"message": p.message, "hint": p.hint} for p in problems])
+        return
     table = Table(title="dexrl configs")
-    for col in ("suite", "model", "model_type", "config name", "eval horizon", "from"):
-        table.add_column(col)
-    known = policies()
-    for suite, policy, name in shipped_matrix():
-        table.add_row(suite, policy, known[policy].model_type, name,
-                      str(SUITES[suite].horizon), known[policy].distribution)
-    Console().print(table)
-    err = Console(stderr=True, highlight=False, soft_wrap=True)
-    for problem in discover().problems:
+    for header in HEADERS:
+        table.add_column(header)
+    for record in records:
+        table.add_row(*(str(v) for v in record.values()))
+    console().print(table)
+    err = console(stderr=True)
+    for problem in problems:
         err.print(f"warning: {problem.message}\n  hint: {problem.hint}", markup=False)
 
 

@@ -88,6 +88,7 @@ def doctor(
     # Imported here so that `dexrl --help` does not pay for the doctor's modules.
     from rich.console import Console
 
+    from dexrl.console import console
     from dexrl.doctor import cluster
     from dexrl.doctor.report import exit_code, print_table, relevant_env, to_json, to_markdown
     from dexrl.doctor.schedule import areas, run_doctor
@@ -111,7 +112,7 @@ def doctor(
     elif markdown:
         typer.echo(to_markdown(rows, ctx, elapsed), nl=False)
     else:
-        print_table(rows, elapsed, budget, Console(highlight=False, soft_wrap=False))
+        print_table(rows, elapsed, budget, console(soft_wrap=False))
     raise typer.Exit(exit_code(rows))
 
 

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import dataclasses
 import shlex
 from dataclasses import dataclass, field
 from datetime import datetime, timezone
@@ -12,6 +13,7 @@ import typer
 
 from dexrl import hub
 from dexrl.checks.checkpoint_dir import Verification, verify_checkpoint
+from dexrl.console import console, print_json
 from dexrl.errors import DexrlError
 
 if TYPE_CHECKING:
@@ -29,6 +31,10 @@ Examples:
 
   dexrl download --list
       The repositories dexrl has configs for, and whether they are downloaded.
+
+  dexrl download --list --json | jq -r '.repositories[] | select(.verified) | .path'
+      The same as a JSON document (schema dexrl.download.list/1); `dexrl download REPO --json`
+      prints the summary of a download (schema dexrl.download/1) instead of the table.
 
   dexrl download --libero-assets
       LIBERO's scene assets from RLinf/LIBERO-assets, verified and linked where LIBERO looks
@@ -206,23 +212,44 @@ def usage_lines(done: Downloaded) -> list[str]:
     return lines
 
 
-def known_repos_table() -> Table:
+def known_repos() -> list[dict[str, object]]:
     """The repositories dexrl has configs for, with their local state."""
-    from rich.table import Table
-
-    table = Table(title="Known repositories", title_justify="left")
-    for column in ("repo", "model", "model_type", "local copy", "what it is"):
-        table.add_column(column)
+    records = []
     for repo in hub.KNOWN_REPOS.values():
         path = hub.checkpoint_dir(repo.repo_id)
         try:
             manifest = hub.read_download_manifest(path)
         except DexrlError:
             manifest = None
-        state = (f"verified, commit {manifest.commit[:12]}" if manifest and manifest.verified
-                 else "not downloaded")
-        table.add_row(repo.repo_id, repo.policy, repo.model_type, state, repo.description)
+        verified = bool(manifest and manifest.verified)
+        records.append({"repo_id": repo.repo_id, "policy": repo.policy,
+                        "model_type": repo.model_type, "path": str(path), "verified": verified,
+                        "commit": manifest.commit if verified else None,
+                        "description": repo.description})
+    return records
+
+
+def known_repos_table(records: list[dict[str, object]]) -> Table:
+    """:func:`known_repos` as a table."""
+    from rich.table import Table
+
+    table = Table(title="Known repositories", title_justify="left")
+    for column in ("repo", "model", "model_type", "local copy", "what it is"):
+        table.add_column(column)
+    for r in records:
+        state = f"verified, commit {str(r['commit'])[:12]}" if r["verified"] else "not downloaded"
+        table.add_row(str(r["repo_id"]), str(r["policy"]), str(r["model_type"]), state,
+                      str(r["description"]))
     return table
+
+
+def summary_record(done: Downloaded) -> dict[str, object]:
+    """The download summary for ``--json``: folder, provenance and what was verified."""
+    weights = done.verification.weights
+    return {"path": str(done.path), "manifest": dataclasses.asdict(done.manifest),
+            "parameters": weights.parameters if weights is not None else None,
+            "offline": done.offline, "notes": done.verification.notes + done.notes,
+            "override": f"actor.model.model_path={done.path}"}
 
 
 def _count(n: int) -> str:
@@ -265,19 +292,26 @@ def download(
     list_repos: bool = typer.Option(False, "--list", help="Show the known repositories."),
     libero_assets: bool = typer.Option(False, "--libero-assets",
                                        help="Fetch LIBERO's scene assets instead."),
+    as_json: bool = typer.Option(False, "--json", help="With --list or a REPO_ID: print a JSON "
+                                 "document instead of the table."),
 ) -> None:
     """Download a Dexbotic checkpoint from the Hugging Face hub and verify it."""
-    from rich.console import Console
-
-    out = Console(highlight=False, soft_wrap=True)
+    out = console()
     if list_repos:
-        out.print(known_repos_table())
+        if repo_id or libero_assets or revision or local_dir or include or exclude or force:
+            raise DexrlError("--list shows the known repositories and takes no REPO_ID or "
+                             "download option", "run `dexrl download --list` on its own (with "
+                             "--json for a script)")
+        if as_json:
+            print_json("dexrl.download.list/1", repositories=known_repos())
+            return
+        out.print(known_repos_table(known_repos()))
         out.print("Any other repo id works too and is verified the same way; "
                   "`--libero-assets` fetches RLinf/LIBERO-assets.")
         return
     if libero_assets:
-        if repo_id or include or exclude:
-            raise DexrlError("--libero-assets takes no REPO_ID, --include or --exclude",
+        if repo_id or include or exclude or as_json:
+            raise DexrlError("--libero-assets takes no REPO_ID, --include, --exclude or --json",
                              "run `dexrl download --libero-assets` on its own")
         _assets(revision, local_dir, force, out)
         return
@@ -286,6 +320,9 @@ def download(
                          "Dexmal/libero-db-pi0` (`dexrl download --list` shows the known ones)")
     done = download_checkpoint(repo_id, revision=revision, local_dir=local_dir, include=include,
                                exclude=exclude, force=force)
+    if as_json:
+        print_json("dexrl.download/1", **summary_record(done))
+        return
     out.print(summary_table(done))
     for line in usage_lines(done):
         out.print(line, markup=False)

@@ -2,10 +2,17 @@
 
 from __future__ import annotations
 
+import os
+import shutil
 import sys
+import tempfile
+from collections.abc import Callable
+from pathlib import Path
 from typing import TYPE_CHECKING
 
 import typer
+
+from dexrl.console import console
 
 if TYPE_CHECKING:
     from rich.console import Console
@@ -65,10 +72,61 @@ def eval_command(
                               "checkpoint's)."),
     allow_suite_mismatch: bool = typer.Option(False, "--allow-suite-mismatch", help="Evaluate "
                                               "on another suite than the one trained on."),
+    verbose: bool = typer.Option(False, "--verbose", "-v", help="Show third-party output "
+                                 "(robosuite, gym, warnings) instead of logging it to "
+                                 "OUT/eval.log."),
     overrides: list[str] = typer.Argument(None, help="LIBERO env config overrides, key=value."),
 ) -> None:
     """Evaluate a checkpoint on LIBERO through RLinf's own env wrapper."""
-    from rich.console import Console
+    from dexrl.bridge.supervise import Output
+    from dexrl.commands.train import resolve_ckpt
+    from dexrl.evaluation import report, session
+
+    log = _temporary_log()
+    claimed: list[Path] = []  # the output folder, once the evaluation has started writing it
+    try:
+        # Third-party output (robosuite, gym, warnings, the env subprocesses) goes to the log.
+        with Output(log, verbose) as output:
+            out_console = console(file=output.stream())
+            prepared = session.prepare(
+                ckpt=resolve_ckpt(ckpt), suite=suite, tasks=tasks,
+                episodes_per_task=episodes_per_task, num_envs=num_envs, seed=seed,
+                num_steps=num_steps, action_chunk=action_chunk,
+                max_episode_steps=max_episode_steps, video=video, out=out, overwrite=overwrite,
+                compare=compare, base=base, device=device, dtype=dtype,
+                env_overrides=overrides or [], allow_suite_mismatch=allow_suite_mismatch)
+            _describe_source(prepared.source, out_console)
+            out_console.print(report.settings_table(prepared.settings.record()))
+            results = _run(prepared, session, console(stderr=True, file=output.stream(err=True)),
+                           on_claimed=lambda: claimed.append(prepared.out))
+            _show_results(results, prepared.out, out_console)
+    finally:
+        kept = _keep_log(log, claimed[0] if claimed and not verbose else None)
+    if kept is not None:
+        console().print(f"Third-party output (robosuite, gym, warnings): {kept}")
+
+
+def _temporary_log() -> Path:
+    """A log file outside the output folder, which must stay untouched until the run starts."""
+    fd, name = tempfile.mkstemp(prefix="dexrl-eval-", suffix=".log")
+    os.close(fd)
+    return Path(name)
+
+
+def _keep_log(log: Path, out_dir: Path | None) -> Path | None:
+    """Move the log into the output folder once the evaluation started writing it; else drop it
+    (an input error, shown on the terminal, leaves nothing behind)."""
+    from dexrl.evaluation.results import LOG_FILE
+
+    if out_dir is not None and out_dir.is_dir():
+        return Path(shutil.move(log, out_dir / LOG_FILE))
+    log.unlink(missing_ok=True)
+    return None
+
+
+def _run(prepared, session, err: Console,  # noqa: ANN001 - Prepared, the session module
+         on_claimed: Callable[[], None]) -> dict:
+    """Run the episodes under a progress bar on ``err``."""
     from rich.progress import (
         BarColumn,
         MofNCompleteColumn,
@@ -78,41 +136,34 @@ def eval_command(
         TimeRemainingColumn,
     )
 
-    from dexrl.commands.train import resolve_ckpt
-    from dexrl.evaluation import report, session
-
-    out_console = Console(highlight=False, soft_wrap=True)
-    prepared = session.prepare(
-        ckpt=resolve_ckpt(ckpt), suite=suite, tasks=tasks, episodes_per_task=episodes_per_task,
-        num_envs=num_envs, seed=seed, num_steps=num_steps, action_chunk=action_chunk,
-        max_episode_steps=max_episode_steps, video=video, out=out, overwrite=overwrite,
-        compare=compare, base=base, device=device, dtype=dtype, env_overrides=overrides or [],
-        allow_suite_mismatch=allow_suite_mismatch)
-    _describe_source(prepared.source, out_console)
-    out_console.print(report.settings_table(prepared.settings.record()))
     with Progress(TextColumn("{task.description}"), BarColumn(), MofNCompleteColumn(),
                   TimeElapsedColumn(), TextColumn("ETA"), TimeRemainingColumn(),
-                  console=Console(stderr=True), transient=False) as bar:
+                  console=err, transient=False) as bar:
         job = bar.add_task("loading policy and envs", total=len(prepared.episodes))
         wins = [0]
 
         def started(total: int) -> None:
+            on_claimed()
             bar.update(job, description="episodes (0 successes)")
 
         def finished(result) -> None:  # noqa: ANN001 - an EpisodeResult
             wins[0] += result.success
             bar.update(job, advance=1, description=f"episodes ({wins[0]} successes)")
 
-        results = session.run(prepared, command=sys.argv, on_start=started,
-                              on_episode=finished)
+        return session.run(prepared, command=sys.argv, on_start=started, on_episode=finished)
+
+
+def _show_results(results: dict, out_dir: Path, out_console: Console) -> None:
+    from dexrl.evaluation import report
+
     out_console.print(report.results_table(results))
     for table in (report.reference_table(results),
                   results.get("comparison") and report.comparison_table(results["comparison"])):
         if table is not None:
             out_console.print(table)
-    out_console.print(f"Results: {prepared.out / 'results.json'}")
+    out_console.print(f"Results: {out_dir / 'results.json'}")
     if results["config"]["video"] != "none":
-        out_console.print(f"Videos: {prepared.out / 'videos'}")
+        out_console.print(f"Videos: {out_dir / 'videos'}")
 
 
 def _describe_source(source, console: Console) -> None:  # noqa: ANN001 - a CheckpointSource
@@ -125,6 +176,8 @@ def _describe_source(source, console: Console) -> None:  # noqa: ANN001 - a Chec
         console.print(f"Checkpoint: {source.model_dir} ({source.model_type})")
     if source.training:
         console.print(f"Training config: {source.training.source}")
+    for note in source.notes:
+        console.print(note)
 
 
 def mount(app: typer.Typer) -> None:

@@ -6,6 +6,8 @@ from pathlib import Path
 
 import typer
 
+from dexrl.console import console
+
 EPILOG = """\
 Examples:
 
@@ -38,35 +40,35 @@ def export_command(
     overwrite: bool = typer.Option(False, "--overwrite", help="Replace an earlier export."),
 ) -> None:
     """Turn an RLinf training checkpoint into a Dexbotic-layout checkpoint folder."""
-    from rich.console import Console
-
-    from dexrl.evaluation.export import export_checkpoint, push_to_hub
     from dexrl.evaluation.sources import resolve_checkpoint
+    from dexrl.evaluation.export import export_checkpoint, push_to_hub
 
-    console = Console(highlight=False, soft_wrap=True)
+    say = console()
     if repo_id:
         from dexrl.hub import check_repo_id
 
         check_repo_id(repo_id)  # before minutes of writing
     source = resolve_checkpoint(checkpoint, base)
     if source.form == "rlinf":
-        console.print(f"Exporting step {source.step} of {source.run_dir or source.weights}; "
+        say.print(f"Exporting step {source.step} of {source.run_dir or source.weights}; "
                       f"config, tokenizer and norm stats from {source.model_dir} "
                       f"(from {source.base_from})")
+    for note in source.notes:
+        say.print(note)
     done = export_checkpoint(source, out, keep_value_head=keep_value_head, overwrite=overwrite,
                              results=results)
     head = "kept in value_head.safetensors" if done.value_head else "dropped"
-    console.print(f"Exported {done.tensors} tensors ({done.dtype}) to {done.out}; value head "
+    say.print(f"Exported {done.tensors} tensors ({done.dtype}) to {done.out}; value head "
                   f"{head}.")
     if done.from_base:
-        console.print(f"Copied {len(done.from_base)} unused entries from the base checkpoint "
+        say.print(f"Copied {len(done.from_base)} unused entries from the base checkpoint "
                       "so the key set equals Dexbotic's.")
-    console.print("Model card: " + (f"with the results of {done.results}" if done.results
+    say.print("Model card: " + (f"with the results of {done.results}" if done.results
                                     else "no results.json found (run `dexrl eval` first to "
                                          "include a table)"))
     if repo_id:
         url = push_to_hub(done.out, repo_id, private=private)
-        console.print(f"Uploaded to {url}")
+        say.print(f"Uploaded to {url}")
 
 
 def mount(app: typer.Typer) -> None:

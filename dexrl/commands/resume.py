@@ -2,8 +2,9 @@
 
 from __future__ import annotations
 
+from collections.abc import Iterable
 from pathlib import Path
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 import typer
 
@@ -21,6 +22,10 @@ Examples:
 
   dexrl resume runs/my_run runner.max_steps=600
       Extends the run; run length, checkpoint cadence, logging and placement may change freely.
+
+  dexrl resume runs/my_run runner.max_steps=600 --dry-run
+      Which checkpoint it would continue from, the steps left and every config change (also the
+      ones dexrl makes, e.g. runner.resume_dir); starts and writes nothing.
 
   dexrl resume runs/my_run --step 100 actor.optim.lr=1e-6 --allow-changes
       Other changes alter the experiment: they are refused with a diff unless --allow-changes.
@@ -62,8 +67,19 @@ def refuse_unsafe_changes(old: DictConfig, new: DictConfig, allow: bool) -> None
         raise DexrlError(
             f"{len(unsafe)} override(s) change the experiment, not just how long it runs",
             "pass --allow-changes to resume with them anyway, or start a new run",
-            details=[f"{k}: {a!r} -> {b!r}" for k, a, b in unsafe],
+            details=diff_lines(unsafe),
         )
+
+
+def diff_lines(diff: list[tuple[str, Any, Any]], owned: Iterable[str] = ()) -> list[str]:
+    """``key: old -> new`` per change; keys in ``owned`` are marked as set by dexrl."""
+    from dexrl import runs
+
+    def show(value: Any) -> str:
+        return "(absent)" if value is runs.ABSENT else repr(value)
+
+    return [f"{k}: {show(a)} -> {show(b)}" + ("  (set by dexrl)" if k in owned else "")
+            for k, a, b in diff]
 
 
 def resume(
@@ -73,6 +89,8 @@ def resume(
                                        help="Accept overrides that change the experiment."),
     ray_address: str = typer.Option(None, "--ray-address", envvar="RAY_ADDRESS",
                                     help="Attach to this Ray cluster instead of a private one."),
+    dry_run: bool = typer.Option(False, "--dry-run", help="Show what would continue, from which "
+                                 "step, with which config changes; start and write nothing."),
     verbose: bool = typer.Option(False, "--verbose", "-v", help="Show worker logs too."),
     stall_timeout: float = typer.Option(1800.0, "--stall-timeout", min=1,
                                         help="Seconds without progress before giving up."),
@@ -80,32 +98,50 @@ def resume(
 ) -> None:
     """Continue a run from its latest complete checkpoint (or --step N)."""
     from omegaconf import OmegaConf
-    from rich.console import Console
 
     from dexrl import runs
     from dexrl.checks.config import Facts, run_config_checks
+    from dexrl.console import console
 
-    run_dir = Path(str(run_dir).rstrip("/") or "/")
-    old = runs.load_run_config(run_dir)
-    checkpoint = runs.pick_checkpoint(run_dir, step)
-    new = apply_overrides(old, list(overrides or []))
+    overrides = list(overrides or [])
+    runs.refuse_owned_overrides(overrides, "a resumed run stays in its folder and --step N picks "
+                                "the checkpoint")
+    opened = runs.open_run(run_dir)
+    checkpoint = runs.pick_checkpoint(opened.dir, step)
+    old = opened.config
+    new = apply_overrides(old, overrides)
     refuse_unsafe_changes(old, new, allow_changes)
-    manifest = runs.read_manifest(run_dir)
-    suite = manifest.get("suite") or OmegaConf.select(new, "env.train.task_suite_name")
-    smoke = bool(manifest.get("smoke"))
+    settings = runs.set_run_folder(new, opened.dir, checkpoint.path)
+    suite = opened.manifest.get("suite") or OmegaConf.select(new, "env.train.task_suite_name")
+    smoke = bool(opened.manifest.get("smoke"))
     per_node = 1 if smoke else (gpu_count() or 1)
-    refuse_on_errors(str(run_dir), run_config_checks(new, Facts(suite, per_node)))
+    refuse_on_errors(str(opened.dir), run_config_checks(new, Facts(suite, per_node)))
     total = runs.planned_steps(new)
     if checkpoint.step >= total:
         raise DexrlError(f"the run already reached step {checkpoint.step} of {total}",
                          f"raise runner.max_steps above {checkpoint.step}, e.g. "
                          f"`dexrl resume {run_dir} runner.max_steps={checkpoint.step + 1}`")
+    out = console()
+    notes = runs.skipped(opened.dir, checkpoint)
+    if opened.moved_from is not None:
+        notes.append(f"note: the run folder was at {opened.moved_from}; its paths now point "
+                     f"into {opened.dir}")
+    if dry_run:
+        out.print(f"Would resume {opened.dir} from {checkpoint.path.name}: steps "
+                  f"{checkpoint.step + 1} to {total} of {total}. Nothing was started or written.",
+                  markup=False)
+        for line in [*notes, "Config changes:",
+                     *(f"  {d}" for d in diff_lines(runs.config_diff(old, new), settings))]:
+            out.print(line, markup=False)
+        return
     check_ray_address(ray_address)
-    Console(highlight=False, soft_wrap=True).print(
-        f"Resuming {run_dir} from {checkpoint.path.name}", markup=False)
-    raise typer.Exit(run(new, run_dir, smoke=smoke,
-                         resume_from=checkpoint.path, ray_address=ray_address, verbose=verbose,
-                         stall_timeout=stall_timeout))
+    new = runs.resolved(new)
+    runs.save_config(opened.dir, new)
+    out.print(f"Resuming {opened.dir} from {checkpoint.path.name}", markup=False)
+    for line in notes:
+        out.print(line, markup=False)
+    raise typer.Exit(run(new, opened.dir, smoke=smoke, resume_from=checkpoint.path,
+                         ray_address=ray_address, verbose=verbose, stall_timeout=stall_timeout))
 
 
 def mount(app: typer.Typer) -> None:

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import os
 import sys
 from pathlib import Path
 from typing import TYPE_CHECKING
@@ -141,6 +142,10 @@ def train(
     from dexrl.checks.config import Facts, run_config_checks
 
     overrides = list(overrides or [])
+    runs.refuse_owned_overrides(overrides, "--run-dir DIR picks the run folder")
+    if name and run_dir:
+        raise DexrlError("--name and --run-dir both name the run folder",
+                         "pass one: --name NAME (runs/NAME) or --run-dir PATH")
     if ckpt and smoke:
         raise DexrlError("--smoke trains a tiny random model and takes no --ckpt",
                          "drop --ckpt, or drop --smoke to train the checkpoint")
@@ -153,10 +158,12 @@ def train(
     result = compose_and_check(suite, model, config_name, overrides, per_node)
     suite_name = suite_of(result.cfg, suite) or "libero"
     label = model or str(result.cfg.actor.model.model_type).removeprefix("dexbotic_")
-    target = Path(run_dir) if run_dir else runs.default_run_dir(suite_name, label, name)
+    target = (Path(run_dir) if run_dir else runs.default_run_dir(suite_name, label, name))
+    target = Path(os.path.abspath(target.expanduser()))
+    settings = runs.set_run_folder(result.cfg, target)
     findings = [f for f in result.findings if not (smoke and _is_smoke_path_warning(f))]
     if dry_run:
-        show_plan(result, findings, suite_name, per_node, target)
+        show_plan(result, findings, suite_name, per_node, target, settings)
         return
     refuse_on_errors(result.name, findings)
     missing = [f for f in findings if _is_smoke_path_warning(f)]
@@ -168,13 +175,14 @@ def train(
                          "try `dexrl train ... --smoke` for a CPU run, or run `dexrl doctor`")
     runs.check_new_run_dir(target)
     check_ray_address(ray_address)
-    target.mkdir(parents=True, exist_ok=True)
     cfg = result.cfg
+    target.mkdir(parents=True, exist_ok=True)
     if smoke:
         path = write_smoke_checkpoint(target, str(cfg.actor.model.model_type))
         if path is not None:
             cfg = compose_and_check(suite, model, config_name,
                                     [*overrides, *ckpt_overrides(path)], per_node).cfg
+            runs.set_run_folder(cfg, target)
     refuse_on_errors(result.name, errors(run_config_checks(cfg, Facts(suite_name, per_node))))
     cfg = runs.resolved(cfg)
     runs.write_run_files(target, cfg, sys.argv, {"smoke": smoke, "suite": suite_name})
@@ -188,7 +196,7 @@ def _is_smoke_path_warning(finding: Finding) -> bool:
 
 
 def show_plan(result: Validated, findings: list[Finding], suite: str, per_node: int,
-              target: Path) -> None:
+              target: Path, settings: dict[str, object]) -> None:
     """Print what a launch would do (``--dry-run``); nothing is started or written."""
     from rich.console import Console
 
@@ -203,7 +211,11 @@ def show_plan(result: Validated, findings: list[Finding], suite: str, per_node: 
     for f in findings:
         out.print(f"warning: {f.render()}", markup=False)
     command = [a for a in sys.argv if a != "--dry-run"]
-    out.print(f"Run directory: {target}\nLaunch command: {' '.join(command)}", markup=False)
+    out.print(f"Run directory: {target}", markup=False)
+    out.print("Run-folder settings (dexrl sets these, in config.yaml too):", markup=False)
+    for line in runs.render_settings(settings):
+        out.print(f"  {line}", markup=False)
+    out.print(f"Launch command: {' '.join(command)}", markup=False)
 
 
 def mount(app: typer.Typer) -> None:

@@ -36,7 +36,8 @@ SCHEMA = "dexrl-eval-results"
 SCHEMA_VERSION = 1
 RESULTS_FILE = "results.json"
 PROGRESS_FILE = "progress.jsonl"
-OWNED = (RESULTS_FILE, PROGRESS_FILE, "videos")  # what --overwrite may remove
+LOG_FILE = "eval.log"  # third-party output (robosuite, gym, warnings) unless --verbose
+OWNED = (RESULTS_FILE, PROGRESS_FILE, LOG_FILE, "videos")  # what --overwrite may remove
 SUCCESS_METRIC = ("success_once: the env reported task success within max_episode_steps "
                   "(the episode ends at the first success, as in LIBERO's own evaluation)")
 _REQUIRED = ("suite", "config", "per_task", "overall", "episodes")

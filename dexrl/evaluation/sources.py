@@ -4,8 +4,11 @@ Accepted forms:
 
 - a Dexbotic checkpoint directory (``config.json`` + safetensors + tokenizer + norm stats), as
   downloaded by ``dexrl download`` or written by ``dexrl export``;
-- an RLinf run directory (its newest ``checkpoints/global_step_N`` with full weights is used);
-- an RLinf ``checkpoints/global_step_N`` directory;
+- a dexrl run directory (its latest complete ``checkpoints/global_step_N``, the same rule as
+  ``dexrl resume``: :func:`dexrl.runs.pick_checkpoint`), from any working directory and after the
+  folder was moved (:func:`dexrl.runs.open_run`);
+- an RLinf ``checkpoints/global_step_N`` directory (refused when it is a dexrl run's and
+  incomplete);
 - its ``actor/model_state_dict/full_weights.pt``.
 
 RLinf checkpoints hold weights only. Config, tokenizer, image preprocessing and norm statistics
@@ -72,6 +75,8 @@ class CheckpointSource:
         base_from: How ``model_dir`` was found (``rlinf`` only).
         training: The training run's settings, when known.
         provenance: Download manifest and/or export manifest of ``model_dir``.
+        notes: What the user should know about how it was found (skipped incomplete steps, a
+            moved run folder).
     """
 
     form: str
@@ -84,10 +89,12 @@ class CheckpointSource:
     base_from: str | None = None
     training: TrainingInfo | None = None
     provenance: dict[str, Any] = dataclasses.field(default_factory=dict)
+    notes: tuple[str, ...] = ()
 
     def describe(self) -> dict[str, Any]:
         """JSON-ready record for results.json and export manifests."""
         record = dataclasses.asdict(self)
+        record.pop("notes")
         return {k: str(v) if isinstance(v, Path) else v for k, v in record.items()}
 
 
@@ -112,9 +119,22 @@ def resolve_checkpoint(path: str | Path, base: str | Path | None = None) -> Chec
         return _dexbotic_source(path)
     if (path / WEIGHTS_IN_STEP).is_file():
         return _rlinf_source(path, path / WEIGHTS_IN_STEP, path, base)
-    if (path / "config.yaml").is_file() and (path / "checkpoints").is_dir():
-        step_dir = _latest_step(path)
-        return _rlinf_source(path, step_dir / WEIGHTS_IN_STEP, step_dir, base)
+    if (path / "config.yaml").is_file():
+        from dexrl.runs import open_run, pick_checkpoint, skipped
+
+        run = open_run(path)
+        chosen = pick_checkpoint(run.dir, purpose="use")
+        step_dir = chosen.path
+        if not (step_dir / WEIGHTS_IN_STEP).is_file():
+            raise DexrlError(f"the run's latest complete checkpoint {step_dir.name} has no full "
+                             f"weights ({WEIGHTS_IN_STEP})",
+                             "pass another step's folder (checkpoints/global_step_N)",
+                             where=str(step_dir))
+        notes = skipped(run.dir, chosen) + ([f"note: the run folder was at {run.moved_from}; "
+                                             f"its paths now point into {run.dir}"]
+                                            if run.moved_from else [])
+        source = _rlinf_source(path, step_dir / WEIGHTS_IN_STEP, step_dir, base)
+        return dataclasses.replace(source, notes=tuple(notes))
     raise DexrlError("not a checkpoint: no config.json, no actor/model_state_dict/"
                      "full_weights.pt and no RLinf run (config.yaml + checkpoints/)",
                      "pass a Dexbotic checkpoint folder, an RLinf run folder, a global_step_N "
@@ -145,9 +165,11 @@ def _rlinf_source(given: Path, weights: Path, step_dir: Path | None,
     run_dir = step_dir.parent.parent if step_dir is not None else None
     cfg = None
     if run_dir is not None and (run_dir / "config.yaml").is_file():
-        from dexrl.runs import load_run_config
+        from dexrl.runs import is_complete, open_run, pick_checkpoint
 
-        cfg = load_run_config(run_dir)
+        if not is_complete(step_dir):
+            pick_checkpoint(run_dir, _step_number(step_dir))  # raises: incomplete
+        cfg = open_run(run_dir).config
     if base is not None:
         model_dir, base_from = Path(base).expanduser().resolve(), "--base"
     elif cfg is not None:
@@ -193,17 +215,6 @@ def _step_number(step_dir: Path | None) -> int | None:
     return int(match.group(1)) if match else None
 
 
-def _latest_step(run_dir: Path) -> Path:
-    steps = [(_step_number(p), p) for p in (run_dir / "checkpoints").glob("global_step_*")
-             if _step_number(p) is not None and (p / WEIGHTS_IN_STEP).is_file()]
-    if not steps:
-        raise DexrlError("the run has no checkpoint with full weights "
-                         "(checkpoints/global_step_N/actor/model_state_dict/full_weights.pt)",
-                         "train until a checkpoint is saved (runner.save_interval)",
-                         where=str(run_dir))
-    return max(steps)[1]
-
-
 def _base_from_config(cfg: Any, run_dir: Path) -> Path:
     try:
         value = OmegaConf.select(cfg, "actor.model.model_path")
@@ -218,9 +229,18 @@ def _base_from_config(cfg: Any, run_dir: Path) -> Path:
     path = Path(str(value)).expanduser()
     if not path.is_dir():
         raise DexrlError(f"the run's base checkpoint {path} does not exist on this machine",
-                         "download it again (`dexrl download`) or pass its folder with --base",
+                         f"{_fetch_hint(run_dir)}, or pass its folder with --base",
                          where=f"{run_dir}/config.yaml actor.model.model_path")
     return path.resolve()
+
+
+def _fetch_hint(run_dir: Path) -> str:
+    """How to get the base checkpoint back: its repo id when the run's manifest knows it."""
+    from dexrl.runs import read_manifest
+
+    provenance = read_manifest(run_dir).get("checkpoint") or {}
+    repo = provenance.get("repo_id") if isinstance(provenance, dict) else None
+    return f"run `dexrl download {repo}`" if repo else "download it again (`dexrl download`)"
 
 
 def _training_from_config(cfg: Any, run_dir: Path) -> TrainingInfo:

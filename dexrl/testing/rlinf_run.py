@@ -1,10 +1,10 @@
 """A tiny RLinf run folder in the layout ``dexrl train`` leaves, for eval and export tests.
 
-``RUN_DIR/config.yaml`` is the composed training config (saved unresolved, as the launcher does)
-whose ``actor.model.model_path`` names the base checkpoint; ``checkpoints/global_step_N/actor/
-model_state_dict/full_weights.pt`` holds what RLinf saves for dexrl's adapter: the network's
-``model.*`` entries (here the base weights plus seeded noise, standing in for training) and the
-critic's ``value_head.*``.
+``RUN_DIR/config.yaml`` and ``manifest.json`` are written as ``train`` writes them (resolved
+config, run-folder fields set, ``actor.model.model_path`` naming the base checkpoint);
+``checkpoints/global_step_N/actor/model_state_dict/full_weights.pt`` holds what RLinf saves for
+dexrl's adapter: the network's ``model.*`` entries (here the base weights plus seeded noise,
+standing in for training) and the critic's ``value_head.*``; the completion marker follows.
 """
 
 from __future__ import annotations
@@ -12,7 +12,6 @@ from __future__ import annotations
 from pathlib import Path
 
 import torch
-from omegaconf import OmegaConf
 
 WEIGHTS = Path("actor") / "model_state_dict" / "full_weights.pt"
 
@@ -47,14 +46,18 @@ def write_tiny_rlinf_run(run_dir: str | Path, base_dir: str | Path, *, step: int
         model_type: Model type of ``base_dir`` (picks the shipped config).
         overrides: Extra config overrides (e.g. ``actor.model.num_action_chunks=4``).
     """
+    from dexrl import runs
     from dexrl.config import compose
 
-    run_dir = Path(run_dir)
+    run_dir = Path(run_dir).absolute()
     cfg = compose(f"{suite}_ppo_{model_type}",
                   ["+smoke=cpu", f"actor.model.model_path={Path(base_dir).resolve()}",
                    *overrides])
-    weights = run_dir / "checkpoints" / f"global_step_{step}" / WEIGHTS
-    weights.parent.mkdir(parents=True, exist_ok=True)
-    torch.save(training_state(Path(base_dir), seed), weights)
-    OmegaConf.save(cfg, run_dir / "config.yaml")
+    runs.set_run_folder(cfg, run_dir)
+    runs.write_run_files(run_dir, runs.resolved(cfg), ["dexrl", "train"],
+                         {"smoke": True, "suite": suite})
+    step_dir = runs.checkpoints_dir(run_dir) / f"global_step_{step}"
+    (step_dir / WEIGHTS).parent.mkdir(parents=True, exist_ok=True)
+    torch.save(training_state(Path(base_dir), seed), step_dir / WEIGHTS)
+    runs.mark_complete(step_dir, step)
     return run_dir

@@ -13,10 +13,11 @@ import os
 import sys
 from pathlib import Path
 
-from dexrl.bridge.launch import latest_checkpoint, launch, load_run_config, prepare
+from dexrl.bridge.launch import latest_checkpoint, launch, prepare
 from dexrl.bridge.registry import EXT_MODULE
 from dexrl.commands.progress import ProgressPrinter
 from dexrl.config import compose
+from dexrl.runs import open_run, set_run_folder
 
 CONFIG = os.environ.get("DEXRL_SMOKE_CONFIG", "libero_spatial_ppo_dexbotic_pi0")
 
@@ -29,9 +30,9 @@ def main(run_dir: str, mode: str, *overrides: str) -> int:
     else:
         from omegaconf import OmegaConf
 
-        cfg = OmegaConf.merge(load_run_config(Path(run_dir)),
-                              OmegaConf.from_dotlist(list(overrides)))
+        cfg = OmegaConf.merge(open_run(run_dir).config, OmegaConf.from_dotlist(list(overrides)))
         resume = latest_checkpoint(Path(run_dir))
+    set_run_folder(cfg, Path(run_dir), resume)
     prepare(cfg, smoke=True, ext_module=ext)
     stall_s = float(os.environ.get("DEXRL_SMOKE_STALL_S", "600"))
     return launch(cfg, Path(run_dir), resume_from=resume, stall_timeout_s=stall_s,

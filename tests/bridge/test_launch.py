@@ -15,7 +15,6 @@ from omegaconf import OmegaConf
 
 from dexrl.bridge import launch
 from dexrl.bridge.supervise import (
-    MARKER,
     FailureSignal,
     Output,
     Progress,
@@ -23,7 +22,7 @@ from dexrl.bridge.supervise import (
     pending_calls,
 )
 from dexrl.errors import DexrlError
-from dexrl.runs import planned_steps
+from dexrl.runs import MARKER, planned_steps, set_run_folder
 
 
 def _cfg(**runner: object) -> OmegaConf:
@@ -126,11 +125,13 @@ def test_planned_steps_is_capped_by_epochs() -> None:
 
 def test_run_folder_holds_logs_checkpoints_and_config(tmp_path: Path) -> None:
     cfg = _cfg(logger={"log_path": "../results", "experiment_name": "x"})
-    launch._configure_run(cfg, tmp_path, resume_from=None)
+    with pytest.raises(RuntimeError, match="set_run_folder"):  # launch refuses an unset config
+        launch.check_run_folder(cfg, tmp_path, None)
+    set_run_folder(cfg, tmp_path)
+    launch.check_run_folder(cfg, tmp_path, None)
     from dexrl.bridge.workers import checkpoint_path
 
     assert checkpoint_path(cfg, 4) == launch.checkpoints_dir(tmp_path) / "global_step_4"
-    assert launch.load_run_config(tmp_path).runner.logger.log_path == str(tmp_path)
     with pytest.raises(DexrlError, match="no config.yaml"):
         launch.load_run_config(tmp_path / "elsewhere")
 

@@ -9,6 +9,7 @@ supervision tests (worker failure, stall, Ctrl-C) drive ``dexrl.bridge.launch`` 
 from __future__ import annotations
 
 import os
+import shutil
 import signal
 import subprocess
 import sys
@@ -18,6 +19,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 import pytest
+from omegaconf import OmegaConf
 
 from dexrl.bridge.launch import BANNER, is_complete, latest_checkpoint
 
@@ -64,7 +66,7 @@ def smoke(run_dir: Path, mode: str, *overrides: str, **kwargs: object) -> Run:
 
 def run_process(cmd: list[str], run_dir: Path, *, env: dict[str, str] | None = None,
                 interrupt_after: str | None = None, watch_log: str | None = None,
-                timeout: float = 600) -> Run:
+                timeout: float = 600, cwd: Path | None = None) -> Run:
     """Run ``cmd`` and sample the peak memory (PSS) of its whole process tree.
 
     With ``interrupt_after``, send SIGINT to its process group (as a terminal's Ctrl-C does)
@@ -75,7 +77,7 @@ def run_process(cmd: list[str], run_dir: Path, *, env: dict[str, str] | None = N
     full_env["PYTHONPATH"] = os.pathsep.join(filter(None, [str(HERE), full_env.get("PYTHONPATH")]))
     start = time.monotonic()
     proc = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
-                            env=full_env, start_new_session=True)
+                            env=full_env, start_new_session=True, cwd=cwd)
     peak, seen, done = 0, None, threading.Event()
     log = run_dir / "logs" / "driver.log"
 
@@ -132,8 +134,10 @@ def test_cli_smoke_trains_one_step_then_resumes_at_the_next(tmp_path: Path) -> N
     assert lines[0] == BANNER
     assert any(line.startswith("workers ready after") for line in lines)
     assert any(line.startswith("step 1/1 ") for line in lines)
-    # RLinf's and the workers' output went to the log, not the terminal.
+    # RLinf's, the workers' and third-party output went to the log, not the terminal.
     assert not any("INFO" in line or "pid=" in line for line in lines)
+    for noise in ("No private macro file", "Gym has been unmaintained", "Warning"):
+        assert noise not in train.stdout + train.stderr, train.stderr[-3000:]
     log = (run_dir / "logs" / "driver.log").read_text()
     assert "RLinf is running on a cluster with 1 node" in log
     first = latest_checkpoint(run_dir)
@@ -143,14 +147,27 @@ def test_cli_smoke_trains_one_step_then_resumes_at_the_next(tmp_path: Path) -> N
         assert (run_dir / name).is_file(), name
     assert (run_dir / "tensorboard").is_dir()
     assert train.peak_pss < PEAK_PSS_LIMIT, f"peak PSS {train.peak_pss / 2**30:.1f} GiB"
+    saved = OmegaConf.load(run_dir / "config.yaml")  # the run-folder fields, set before launch
+    assert saved.runner.logger.log_path == str(run_dir) and saved.runner.resume_dir is None
+    assert saved.actor.model.model_path == str(run_dir / "smoke-checkpoint")
 
-    resume = run_process([DEXRL, "resume", f"{run_dir}/", "runner.max_steps=2"], run_dir)
+    # The folder is moved and resumed from another directory: its paths follow it.
+    moved = tmp_path / "mounted" / "run"
+    moved.parent.mkdir()
+    shutil.move(run_dir, moved)
+    (tmp_path / "cwd").mkdir()
+    resume = run_process([DEXRL, "resume", f"{moved}/", "runner.max_steps=2"], moved,
+                         cwd=tmp_path / "cwd")
     assert resume.returncode == 0, resume.stderr[-3000:]
+    assert f"note: the run folder was at {run_dir}" in resume.stdout
     assert "starting at step 2 of 2" in resume.stdout
     assert "step 2/2 " in resume.stdout and "step 1/" not in resume.stdout
-    assert f"Resuming training from checkpoint directory {first}" in (
-        run_dir / "logs" / "driver.log").read_text()
-    assert latest_checkpoint(run_dir).name == "global_step_2"
+    assert (f"Resuming training from checkpoint directory {moved / first.relative_to(run_dir)}"
+            in (moved / "logs" / "driver.log").read_text())
+    assert latest_checkpoint(moved).name == "global_step_2"
+    assert OmegaConf.load(moved / "config.yaml").actor.model.model_path == str(
+        moved / "smoke-checkpoint")
+    assert list((tmp_path / "cwd").iterdir()) == []
     print(f"\ntrain {train.seconds:.0f} s, resume {resume.seconds:.0f} s, "
           f"peak PSS {max(train.peak_pss, resume.peak_pss) / 2**30:.1f} GiB")
 

@@ -381,6 +381,18 @@ def test_list_shows_known_repos_and_their_state(hub) -> None:
     assert f"verified, commit {MAIN[:12]}" in run("--list").output
 
 
+def test_json_summary_and_list(hub, home) -> None:
+    result = run(PI0, "--json")
+    assert result.exit_code == 0, result.output
+    done = json.loads(result.stdout)
+    dest = home / "checkpoints" / "Dexmal" / "libero-db-pi0"
+    assert done["schema"] == "dexrl.download/1" and done["path"] == str(dest)
+    assert done["manifest"]["commit"] == MAIN and done["manifest"]["verified"] is True
+    assert done["override"] == f"actor.model.model_path={dest}"
+    listed = json.loads(run("--list", "--json").stdout)["repositories"]
+    assert {r["repo_id"]: (r["verified"], r["commit"]) for r in listed}[PI0] == (True, MAIN)
+
+
 @pytest.fixture
 def libero_site(tmp_path, monkeypatch) -> Path:
     """A fake installed ``libero`` package; returns where it looks for assets."""

@@ -6,7 +6,10 @@ The LIBERO tests run RLinf's env wrapper in subprocesses (one env, task 0, 10 st
 from __future__ import annotations
 
 import json
+import os
 import shutil
+import subprocess
+import sys
 from pathlib import Path
 
 import pytest
@@ -100,12 +103,24 @@ def test_refuses_an_output_folder_with_another_evaluation(tiny_run: Path, tmp_pa
 
 
 @pytest.fixture(scope="module")
-def first_eval(tiny_run: Path, tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, str]:
-    """One real evaluation of the training checkpoint, videos of every episode."""
-    out = tmp_path_factory.mktemp("eval") / "a"
-    result = run("--ckpt", tiny_run, "--out", out, "--video", "all", *SMALL)
-    assert result.exit_code == 0, result.output
-    return out, result.output
+def first_eval(tiny_run: Path, tmp_path_factory: pytest.TempPathFactory
+               ) -> tuple[Path, str, str, Path]:
+    """One real evaluation of the training checkpoint, videos of every episode.
+
+    Run as a user would: ``dexrl eval`` in a subprocess, stdout and stderr piped, from another
+    directory, on a copy of the run folder moved elsewhere. Returns (output folder, stdout,
+    stderr, the moved run folder).
+    """
+    root = tmp_path_factory.mktemp("eval")
+    (root / "mounted").mkdir()
+    moved = Path(shutil.move(shutil.copytree(tiny_run, root / "copy"), root / "mounted" / "run"))
+    (root / "cwd").mkdir()
+    env = {k: v for k, v in os.environ.items() if k != "COLUMNS"}
+    done = subprocess.run([str(Path(sys.executable).with_name("dexrl")), "eval", "--ckpt",
+                           str(moved), "--out", "a", "--video", "all", *SMALL],
+                          cwd=root / "cwd", env=env, capture_output=True, text=True, timeout=600)
+    assert done.returncode == 0, done.stdout + done.stderr
+    return root / "cwd" / "a", done.stdout, done.stderr, moved
 
 
 def episodes_of(out: Path) -> list[tuple]:
@@ -115,11 +130,20 @@ def episodes_of(out: Path) -> list[tuple]:
 
 
 @needs_libero
-def test_eval_on_libero(first_eval: tuple[Path, str], tiny_run: Path, tiny_pi0_dir: Path) -> None:
-    out, output = first_eval
+def test_eval_on_libero(first_eval: tuple[Path, str, str, Path], tiny_run: Path,
+                        tiny_pi0_dir: Path) -> None:
+    out, output, errors, moved = first_eval
     assert "Config, tokenizer, image preprocessing, norm stats: base checkpoint" in output
-    assert f"(from {tiny_run}/config.yaml)" in output
+    assert f"(from {moved}/config.yaml)" in output
+    assert f"note: the run folder was at {tiny_run}" in output
+    # Piped: the table is not cut to 80 columns.
     assert "pick up the black bowl between the plate and the ramekin" in output  # task 0
+    # Quiet: robosuite's, gym's and Python's warnings went to the log, not the terminal.
+    for noise in ("No private macro file found", "Gym has been unmaintained", "Warning",
+                  "[info] using task orders"):
+        assert noise not in output + errors, noise
+    assert "No private macro file found" in (out / "eval.log").read_text()
+    assert "Third-party output (robosuite, gym, warnings): a/eval.log" in output
     assert "0.0 % [0.0, 65.8]" in output or "100.0 % [34.2, 100.0]" in output
     data = json.loads((out / "results.json").read_text())
     assert data["schema"] == "dexrl-eval-results" and data["schema_version"] == 1
@@ -143,7 +167,7 @@ def test_eval_on_libero(first_eval: tuple[Path, str], tiny_run: Path, tiny_pi0_d
 
 
 @needs_libero
-def test_export_round_trip_gives_identical_actions(first_eval: tuple[Path, str], tiny_run: Path,
+def test_export_round_trip_gives_identical_actions(first_eval: tuple, tiny_run: Path,
                                                    tmp_path: Path) -> None:
     exported = runner.invoke(app, ["export", str(tiny_run), "--out", str(tmp_path / "exp")])
     assert exported.exit_code == 0, exported.output
@@ -180,7 +204,7 @@ def test_same_arguments_same_episodes_with_parallel_envs(tiny_run: Path, tmp_pat
 @pytest.mark.parametrize("form", ["checkpoints/global_step_2",
                                   "checkpoints/global_step_2/actor/model_state_dict/"
                                   "full_weights.pt"])
-def test_every_rlinf_form_evaluates_the_same(first_eval: tuple[Path, str], tiny_run: Path,
+def test_every_rlinf_form_evaluates_the_same(first_eval: tuple, tiny_run: Path,
                                              tmp_path: Path, form: str) -> None:
     result = run("--ckpt", tiny_run / form, "--out", tmp_path / "c", *SMALL)
     assert result.exit_code == 0, result.output

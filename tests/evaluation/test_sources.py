@@ -10,6 +10,7 @@ import pytest
 import torch
 from omegaconf import OmegaConf
 
+from dexrl import runs
 from dexrl.errors import DexrlError
 from dexrl.evaluation.sources import (
     WEIGHTS_IN_STEP,
@@ -39,13 +40,23 @@ def test_rlinf_forms_resolve_to_the_same_checkpoint(tiny_run: Path, tiny_pi0_dir
         assert training.init_params == {"camera_heights": 256, "camera_widths": 256}
 
 
-def test_run_dir_picks_the_newest_step_with_weights(tiny_run: Path, tmp_path: Path) -> None:
+def test_run_dir_picks_the_latest_complete_step_as_resume_does(tiny_run: Path,
+                                                               tmp_path: Path) -> None:
     run = Path(shutil.copytree(tiny_run, tmp_path / "run"))
-    newer = run / "checkpoints" / "global_step_10"
-    (newer / WEIGHTS_IN_STEP).parent.mkdir(parents=True)
-    shutil.copy(run / "checkpoints/global_step_2" / WEIGHTS_IN_STEP, newer / WEIGHTS_IN_STEP)
-    (run / "checkpoints" / "global_step_12" / "actor").mkdir(parents=True)  # save in progress
-    assert resolve_checkpoint(run).step == 10
+    for step, complete in ((10, True), (12, False)):  # 12: weights written, save interrupted
+        step_dir = run / "checkpoints" / f"global_step_{step}"
+        (step_dir / WEIGHTS_IN_STEP).parent.mkdir(parents=True)
+        shutil.copy(run / "checkpoints/global_step_2" / WEIGHTS_IN_STEP, step_dir / WEIGHTS_IN_STEP)
+        if complete:
+            runs.mark_complete(step_dir, step)
+    source = resolve_checkpoint(run)
+    assert source.step == 10 == runs.pick_checkpoint(run).step
+    assert any("global_step_12 is incomplete" in n for n in source.notes)
+    with pytest.raises(DexrlError, match="checkpoint at step 12 is incomplete") as err:
+        resolve_checkpoint(run / "checkpoints" / "global_step_12")
+    assert "2, 10" in err.value.hint
+    with pytest.raises(DexrlError, match="incomplete"):
+        resolve_checkpoint(run / "checkpoints" / "global_step_12" / WEIGHTS_IN_STEP)
 
 
 def test_dexbotic_dir(tiny_pi0_dir: Path) -> None:
@@ -116,7 +127,7 @@ def test_model_type_mismatch(tiny_run: Path, tmp_path: Path) -> None:
 @pytest.mark.parametrize(
     ("setup", "message"),
     [("missing", "does not exist"), ("empty", "not a checkpoint"),
-     ("no_weights", "no checkpoint with full weights"), ("corrupt", "cannot read training"),
+     ("no_weights", "has no full weights"), ("corrupt", "cannot read training"),
      ("not_tensors", "not a flat state dict"), ("foreign_file", "expected RLinf's")],
 )
 def test_bad_checkpoints(tiny_run: Path, tmp_path: Path, setup: str, message: str) -> None:

@@ -1,0 +1,83 @@
+"""Output that survives pipes: tables keep every id, path and number whole off a terminal, and
+``--json`` gives scripts one document on stdout."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+from typer.testing import CliRunner
+
+from dexrl.cli import app
+from dexrl.config import list_configs
+
+runner = CliRunner()
+DEXRL = str(Path(sys.executable).with_name("dexrl"))
+
+
+def piped(*args: str, home: Path) -> subprocess.CompletedProcess:
+    """``dexrl ARGS | cat`` on a narrow window: stdout is a pipe, $COLUMNS says 40."""
+    env = {**os.environ, "COLUMNS": "40", "DEXRL_HOME": str(home)}
+    return subprocess.run([DEXRL, *args], env=env, capture_output=True, text=True, timeout=120)
+
+
+def test_download_list_through_a_pipe_is_not_truncated(tmp_path: Path) -> None:
+    from dexrl.hub import KNOWN_REPOS
+
+    done = piped("download", "--list", home=tmp_path)
+    assert done.returncode == 0, done.stderr
+    assert "…" not in done.stdout
+    for repo in KNOWN_REPOS.values():
+        assert repo.repo_id in done.stdout and repo.description in done.stdout
+
+
+def test_configs_json_through_a_pipe(tmp_path: Path) -> None:
+    done = piped("configs", "--json", home=tmp_path)
+    assert done.returncode == 0, done.stderr
+    data = json.loads(done.stdout)  # nothing but the document on stdout
+    assert data["schema"] == "dexrl.configs/1" and data["problems"] == []
+    assert sorted(c["config_name"] for c in data["configs"]) == sorted(list_configs())
+    spatial = next(c for c in data["configs"]
+                   if c["config_name"] == "libero_spatial_ppo_dexbotic_pi0")
+    assert spatial == {"suite": "libero_spatial", "model": "pi0", "model_type": "dexbotic_pi0",
+                       "config_name": "libero_spatial_ppo_dexbotic_pi0", "eval_horizon": 220,
+                       "from": "dexrl"}
+
+
+def test_configs_table_captured_by_clirunner_keeps_every_name() -> None:
+    result = runner.invoke(app, ["configs"], env={"COLUMNS": "30"})
+    assert result.exit_code == 0, result.output
+    assert "…" not in result.output
+    for name in list_configs():
+        assert name in result.output
+
+
+def test_download_list_json(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("DEXRL_HOME", str(tmp_path))
+    result = runner.invoke(app, ["download", "--list", "--json"])
+    assert result.exit_code == 0, result.output
+    data = json.loads(result.stdout)
+    assert data["schema"] == "dexrl.download.list/1"
+    pi0 = next(r for r in data["repositories"] if r["repo_id"] == "Dexmal/libero-db-pi0")
+    assert pi0["path"] == str(tmp_path / "checkpoints" / "Dexmal" / "libero-db-pi0")
+    assert (pi0["verified"], pi0["commit"], pi0["model_type"]) == (False, None, "dexbotic_pi0")
+
+
+@pytest.mark.parametrize(
+    ("args", "message"),
+    [(["--list", "Dexmal/libero-db-pi0"], "--list shows the known repositories"),
+     (["--list", "--json", "--force"], "--list shows the known repositories"),
+     (["--libero-assets", "--json"], "--libero-assets takes no REPO_ID, --include, --exclude or "
+                                     "--json"),
+     (["--json"], "which repository?")],
+)
+def test_download_flag_combinations_that_make_no_sense(tmp_path: Path, args: list[str],
+                                                       message: str) -> None:
+    result = runner.invoke(app, ["download", *args], env={"DEXRL_HOME": str(tmp_path)})
+    assert result.exit_code == 2, result.output
+    assert message in result.stderr and "hint:" in result.stderr
+    assert result.stdout == "" and list(tmp_path.iterdir()) == []
