@@ -40,8 +40,8 @@ def export_command(
     overwrite: bool = typer.Option(False, "--overwrite", help="Replace an earlier export."),
 ) -> None:
     """Turn an RLinf training checkpoint into a Dexbotic-layout checkpoint folder."""
-    from dexrl.evaluation.sources import resolve_checkpoint
     from dexrl.evaluation.export import export_checkpoint, push_to_hub
+    from dexrl.evaluation.sources import resolve_checkpoint
 
     say = console()
     if repo_id:

@@ -198,13 +198,13 @@ def _is_smoke_path_warning(finding: Finding) -> bool:
 def show_plan(result: Validated, findings: list[Finding], suite: str, per_node: int,
               target: Path, settings: dict[str, object]) -> None:
     """Print what a launch would do (``--dry-run``); nothing is started or written."""
-    from rich.console import Console
-
+    from dexrl import runs
     from dexrl.checks.config import Facts
+    from dexrl.console import console
     from dexrl.launch_plan import make_plan, render_plan
 
     refuse_on_errors(result.name, findings)
-    out = Console(highlight=False, soft_wrap=True)
+    out = console()
     out.print(f"Plan for {result.name} ({per_node} GPU(s) per node assumed):", markup=False)
     for line in render_plan(make_plan(result.cfg, Facts(suite, per_node)), per_node):
         out.print(line, markup=False)
