@@ -104,14 +104,19 @@ class LocalPPO:
         """One rollout call of the rollout policy (sampling, as for training rollouts)."""
         return self.rollout.predict_action_batch(env_obs=env_obs, mode="train")
 
-    def train(self, steps: Sequence[RolloutStep], generator: torch.Generator) -> dict[str, float]:
+    def train(self, steps: Sequence[RolloutStep], generator: torch.Generator,
+              zero_advantages: bool = False) -> dict[str, float]:
         """Advantages and one training round on a finished rollout; returns the mean metrics.
 
         ``steps`` hold the chunk steps of every env in order; every episode must end with the last
-        one (its bootstrap value is then masked, so none is computed).
+        one (its bootstrap value is then masked, so none is computed). ``zero_advantages`` makes
+        a control that cannot learn: everything runs, the value head trains, but the policy loss
+        has no signal.
         """
         batch = rollout_batch(steps)
         batch.update(self.advantages(batch))
+        if zero_advantages:
+            batch["advantages"] = torch.zeros_like(batch["advantages"])
         metrics = self.run_training(batch, generator)
         self.version += 1
         return metrics

@@ -2,7 +2,7 @@
 dexrl's adapter and RLinf's algorithm (:class:`dexrl.bridge.local_ppo.LocalPPO`).
 
 The learning check of ``make test`` (``tests/bridge/test_learning.py``) uses it on the tiny π0 and
-DM0 checkpoints; a control run with the rewards shuffled across samples cannot learn.
+DM0 checkpoints; a control run with zeroed advantages cannot learn.
 """
 
 from __future__ import annotations
@@ -30,8 +30,9 @@ class ContextualTarget:
     rewarded at its last action with minus the distance of the mean executed action, in
     normalized units ``(action - mean) / std`` of the checkpoint's norm stats and averaged over
     actions and dims, to the context's target (:data:`TARGETS`). A policy that ignores its input
-    scores at most -1 on balanced contexts (``|m + 1| + |m - 1| >= 2``), and an untrained flow
-    policy, whose actions are its noise passed through a random field, scores about that.
+    scores at most -0.5 on balanced contexts (``|m - 0.5| + |m - 1.5| >= 1``); an untrained flow
+    policy, whose actions are its noise passed through a random field (mean near 0), scores about
+    -1. It can improve by moving its actions up, and past -0.5 only by reading the context.
 
     Attributes:
         action_mean: float32 [action_dim] of the env actions.
@@ -126,8 +127,8 @@ def run_ppo(cfg: Any, *, updates: int, envs: int, seed: int, control: bool = Fal
         updates: PPO updates (global steps).
         envs: Episodes (samples) per update.
         seed: Seeds the model's RNG draws (value head excepted), contexts and shuffles.
-        control: Shuffle the rewards across samples before the advantages, so that nothing can
-            be learned.
+        control: Zero the advantages, so that nothing can be learned (the rollouts, value
+            training, optimizer steps and weight syncs still run).
         eval_size: Contexts (alternating) and initial noises of the start/end evaluation.
     """
     from dexrl.bridge.local_ppo import LocalPPO, RolloutStep
@@ -146,11 +147,10 @@ def run_ppo(cfg: Any, *, updates: int, envs: int, seed: int, control: bool = Fal
         actions, result = ppo.act(task.observations(contexts))
         rewards = task.rewards(actions, contexts)
         run.rollout_rewards.append(float(rewards[:, -1].mean()))
-        if control:
-            rewards = rewards[torch.randperm(envs, generator=generator)]
         dones = torch.zeros_like(rewards, dtype=torch.bool)
         dones[:, -1] = True
-        run.metrics.append(ppo.train([RolloutStep(result, rewards, dones)], generator))
+        run.metrics.append(ppo.train([RolloutStep(result, rewards, dones)], generator,
+                                     zero_advantages=control))
     ppo.sync_weights()
     run.end = _evaluate(ppo, task, eval_size)
     return run
