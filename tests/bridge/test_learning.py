@@ -6,9 +6,10 @@ separate rollout policy, RLinf's GAE and actor-critic loss with the shipped conf
 value clipping, Huber delta, update epochs, ``noise_method``, ``num_steps`` and
 ``detach_critic_input: true``, AdamW steps, and RLinf's bucket weight sync back into the rollout
 policy. The reward is measured on the rollout policy, so stale weights after the sync, a wrong
-sign of the chain's log-prob or of the advantage would all fail it (a flipped advantage sign:
-π0 ``flow_sde`` gain -0.134 instead of +0.259). In the same test a control with zeroed advantages
-(rollouts, value training, optimizer steps and syncs all run; nothing to learn) must not improve.
+sign of the chain's log-prob or of the advantage would all fail it (with the advantage's sign
+flipped the gains are -0.134, -0.094 and -0.167 instead of +0.259, +0.052 and +0.112). In the
+same test a control with zeroed advantages (rollouts, value training, optimizer steps and syncs
+all run; nothing to learn) must not improve.
 
 Both noise methods are covered on π0 (their maths is shared by both adapters,
 :mod:`dexrl.bridge.rl_steps`); DM0 runs the shipped ``flow_sde``.
