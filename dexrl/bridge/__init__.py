@@ -8,6 +8,7 @@
 - :mod:`dexrl.bridge.workers`: RLinf's worker and runner classes behind thin subclasses.
 - :mod:`dexrl.bridge.cpu_platform`: the CPU stand-in for RLinf's torch platform (no-GPU nodes).
 - :mod:`dexrl.bridge.pi0_policy`: the π0 policy adapter.
+- :mod:`dexrl.bridge.local_ppo`: RLinf's PPO iteration in one process (the learning check).
 
 Importing this package imports nothing else; each module is imported where it is needed.
 """
