@@ -21,14 +21,12 @@ from __future__ import annotations
 import fnmatch
 import json
 import os
-import platform
 import socket
 import subprocess
 import sys
 import time
 import uuid
 from dataclasses import dataclass
-from importlib import metadata
 from pathlib import Path
 from typing import Any
 
@@ -36,6 +34,7 @@ from omegaconf import DictConfig, OmegaConf, open_dict
 
 from dexrl.config import flatten
 from dexrl.errors import DexrlError
+from dexrl.versions import installed_versions
 
 CONFIG_FILE = "config.yaml"
 MANIFEST_FILE = "manifest.json"
@@ -43,7 +42,6 @@ WANDB_ID_FILE = "wandb_run_id"
 CHECKPOINTS = "checkpoints"
 MARKER = "dexrl_complete.json"  # written last, after RLinf's save returned
 LOG_FILE = Path("logs") / "driver.log"
-VERSIONED = ("dexrl", "rlinf", "torch", "transformers", "mujoco", "ray", "hydra-core", "numpy")
 
 # Keys a resume may change without --allow-changes: they do not change the experiment.
 SAFE_RESUME_KEYS = (
@@ -96,17 +94,6 @@ def check_new_run_dir(path: Path) -> None:
         raise DexrlError(f"the run directory already holds {what}",
                          f"continue it with `dexrl resume {path}`, or choose another --run-dir",
                          where=str(path))
-
-
-def versions() -> dict[str, str | None]:
-    """Installed versions of the packages a run depends on."""
-    out: dict[str, str | None] = {"python": platform.python_version()}
-    for dist in VERSIONED:
-        try:
-            out[dist] = metadata.version(dist)
-        except metadata.PackageNotFoundError:
-            out[dist] = None
-    return out
 
 
 def git_state(cwd: Path | None = None) -> dict[str, Any] | None:
@@ -205,7 +192,7 @@ def write_run_files(run_dir: Path, cfg: DictConfig, argv: list[str],
         "cwd": os.getcwd(),
         "host": socket.gethostname(),
         "python": sys.executable,
-        "versions": versions(),
+        "versions": installed_versions(),
         "git": git_state(),
         "checkpoint": checkpoint_provenance(OmegaConf.select(cfg, "actor.model.model_path")),
         **(extra or {}),
