@@ -42,6 +42,9 @@ def read_config_json(path: Path) -> tuple[dict | None, Finding | None]:
 def check_checkpoint_dir(path: Path, expected_model_type: str | None = None) -> list[Finding]:
     """Check the files of a checkpoint directory against what its model type needs."""
     path = Path(path)
+    if path.exists() and not path.is_dir():
+        return [Finding("error", str(path), "is a file, not a checkpoint directory",
+                        "pass the folder that holds config.json and the *.safetensors weights")]
     if not path.is_dir():
         return [Finding("error", str(path), "checkpoint directory does not exist",
                         "run `dexrl download <repo>` or pass the right path")]
