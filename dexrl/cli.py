@@ -6,7 +6,7 @@ import typer
 from typer.core import TyperGroup
 
 from dexrl import __version__
-from dexrl.commands import configs, doctor, download, eval, export, resume, train, validate
+from dexrl.commands import configs, doctor, download, eval, export, plot, resume, train, validate
 from dexrl.errors import DexrlError
 
 
@@ -44,7 +44,7 @@ app = typer.Typer(
     rich_markup_mode="rich",
 )
 
-for module in (train, resume, validate, configs, download, doctor, eval, export):
+for module in (train, resume, validate, configs, download, doctor, eval, export, plot):
     module.mount(app)
 
 

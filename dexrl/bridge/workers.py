@@ -7,7 +7,8 @@ node without an accelerator. On a node with one, the import changes nothing.
 
 :class:`DexrlRunner` is RLinf's ``EmbodiedRunner`` with three hooks reported to a
 :class:`RunListener`: workers ready, each global step's metrics (the dict RLinf prints as its
-table), and each checkpoint once RLinf's save has returned. The training loop stays RLinf's.
+table, flushed to TensorBoard first), and each checkpoint once RLinf's save has returned. The
+training loop stays RLinf's.
 """
 
 from __future__ import annotations
@@ -74,7 +75,15 @@ class DexrlRunner(EmbodiedRunner):
                                   metrics: dict, start_step: int = 0) -> None:
         """RLinf's end-of-step hook: keep its table, and report the same metrics."""
         super().print_metrics_table_async(step, total_steps, start_time, metrics, start_step)
+        self._flush_tensorboard()
         self._listener.step_done(step + 1, total_steps, dict(metrics))
+
+    def _flush_tensorboard(self) -> None:
+        """Put the step's scalars on disk now (RLinf's writer flushes every 2 minutes), so the
+        curves redrawn at the next checkpoint include it."""
+        writer = getattr(self.metric_logger.logger.get("tensorboard"), "writer", None)
+        if writer is not None:
+            writer.flush()
 
     def _save_checkpoint(self) -> None:
         super()._save_checkpoint()

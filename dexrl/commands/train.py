@@ -110,9 +110,11 @@ def run(cfg: DictConfig, run_dir: Path, *, smoke: bool, resume_from: Path | None
 
     bridge.prepare(cfg, smoke=smoke)
     runs.use_wandb_run_id(run_dir)
-    return bridge.launch(cfg, run_dir, resume_from=resume_from, ray_address=ray_address,
-                         verbose=verbose, stall_timeout_s=stall_timeout,
-                         on_progress=ProgressPrinter())
+    printer = ProgressPrinter(run_dir=run_dir)
+    code = bridge.launch(cfg, run_dir, resume_from=resume_from, ray_address=ray_address,
+                         verbose=verbose, stall_timeout_s=stall_timeout, on_progress=printer)
+    printer.curves()  # RLinf closed its TensorBoard writer: the last step is on disk now
+    return code
 
 
 def train(
