@@ -26,6 +26,12 @@ head on the expert's action-token states at denoising step 0 (t = 1, input the s
 noise), which does not depend on the randomly drawn SDE step. RLinf's own adapters report the
 mean over all steps at rollout but recompute only the drawn step in training.
 
+**Critic input.** ``dexbotic.detach_critic_input`` means what it means in RLinf's Dexbotic and
+openpi adapters: true stops the value loss at the critic's input, so only ``value_head`` learns
+from it; false lets it train the action expert too (never the frozen prefix under
+``train_expert_only``). The shipped PPO configs set true; the adapter's default when the key is
+absent is false, as in RLinf's model YAMLs.
+
 **Inputs kept for training** (``forward_inputs``, leading batch dim, concatenable): ``images``
 uint8 [B, 2, S, S, 3] (main, wrist) already resized to the model's S, ``tokens`` long [B, L],
 ``token_mask`` bool [B, L], ``state`` float32 [B, 32] (padded, normalized), ``chains_bits`` int32
@@ -72,6 +78,8 @@ from dexrl.models.pi0.policy import NUM_VIEWS, FlowPolicy, as_frames, check_env_
 from dexrl.models.transforms import NormMode, actions_to_env, state_to_model
 
 EVAL_NOISE_SEED = 0
+VALUE_HEAD_SEED = 0
+VALUE_HEAD_INIT_STD = 0.02
 VIEW_KEYS = ("main_images", "wrist_images")
 
 
@@ -112,9 +120,7 @@ class FlowRLPolicy(nn.Module, BasePolicy):
             anchor = self.model.action_out_proj.weight
             self.value_head = nn.Linear(config.expert.hidden_size, 1, device=anchor.device,
                                         dtype=anchor.dtype)
-            # Zero init: identical in every process that builds the policy, and a neutral start.
-            nn.init.zeros_(self.value_head.weight)
-            nn.init.zeros_(self.value_head.bias)
+            init_value_head(self.value_head)
         if settings.train_expert_only:
             for frozen in self.frozen_modules():
                 frozen.requires_grad_(False)
@@ -350,6 +356,21 @@ class FlowRLPolicy(nn.Module, BasePolicy):
         return per_element[:, : self.settings.num_action_chunks, : self.settings.env_action_dim]
 
 
+def init_value_head(head: nn.Linear) -> None:
+    """Weights ~ N(0, 0.02²) from a fixed seed, bias 0 (the last layer of RLinf's ``ValueHead``).
+
+    Identical in every process that builds the policy and a near-neutral start (values ≈ 0), but
+    not zero: the value loss's gradient at the critic's input is the head's weight, so a zero
+    weight would keep the first updates' value gradients out of the action expert even with
+    ``detach_critic_input: false``.
+    """
+    generator = torch.Generator().manual_seed(VALUE_HEAD_SEED)
+    weight = torch.randn(head.weight.shape, generator=generator) * VALUE_HEAD_INIT_STD
+    with torch.no_grad():
+        head.weight.copy_(weight)
+        head.bias.zero_()
+
+
 def prompt_length(cfg: Mapping[str, Any]) -> int | None:
     """``actor.model.dexbotic.model_max_length``: a positive int, or None for the checkpoint's.
 
@@ -375,4 +396,4 @@ def _is_deterministic(mode: str | None, do_sample: Any) -> bool:
     return mode == "eval"
 
 
-__all__ = ["EVAL_NOISE_SEED", "FlowRLPolicy", "prompt_length"]
+__all__ = ["EVAL_NOISE_SEED", "FlowRLPolicy", "init_value_head", "prompt_length"]

@@ -199,12 +199,37 @@ def test_train_expert_only_freezes_the_prefix(make_policy) -> None:
     assert any(n.startswith("model.llm.layers.") for n in grads)
 
 
-def test_detached_critic_input_keeps_value_gradients_in_the_head(make_policy) -> None:
-    policy = make_policy(detach_critic_input=True)
-    out = policy(forward_inputs=_rollout(policy, 3)[1]["forward_inputs"], compute_logprobs=False)
-    out["values"].sum().backward()
-    grads = {n for n, p in policy.named_parameters() if p.grad is not None}
-    assert grads == {"value_head.weight", "value_head.bias"}
+@pytest.mark.parametrize("detach", [True, False])
+def test_detach_critic_input_decides_where_value_gradients_go(tiny_pi0_dir, detach: bool) -> None:
+    """A freshly built policy (its own value-head init): true keeps the value loss in the head;
+    false sends it into the action expert from the first update (a zero-initialised head sent
+    nothing there), never into the frozen prefix."""
+    policy = Pi0RLPolicy(load_policy(tiny_pi0_dir),
+                         RLSettings(num_steps=4, num_action_chunks=5, detach_critic_input=detach))
+    for seed in (0, 3):  # the scored step is 0 for one call and not for the other
+        policy.zero_grad(set_to_none=True)
+        out = policy(forward_inputs=_rollout(policy, seed)[1]["forward_inputs"],
+                     compute_logprobs=False)
+        (out["values"] - 1.0).square().mean().backward()
+        reached = {n for n, p in policy.named_parameters()
+                   if p.grad is not None and p.grad.abs().sum() > 0}
+        head = {"value_head.weight", "value_head.bias"}
+        if detach:
+            assert reached == head
+        else:
+            assert head < reached and any(n.startswith("model.action_expert.") for n in reached)
+            assert all(n.startswith(TRAINABLE_PREFIXES) for n in reached)
+
+
+def test_value_head_init_is_small_nonzero_and_the_same_in_every_build(tiny_pi0_dir) -> None:
+    heads = [Pi0RLPolicy(load_policy(tiny_pi0_dir), RLSettings(num_action_chunks=5)).value_head
+             for _ in range(2)]
+    torch.manual_seed(123)  # the global RNG does not matter
+    third = Pi0RLPolicy(load_policy(tiny_pi0_dir), RLSettings(num_action_chunks=5)).value_head
+    for head in (heads[1], third):
+        assert torch.equal(head.weight, heads[0].weight) and torch.equal(head.bias, heads[0].bias)
+    weight = heads[0].weight
+    assert (weight != 0).all() and 0.005 < weight.std() < 0.05 and (heads[0].bias == 0).all()
 
 
 def test_without_value_head(make_policy) -> None:
