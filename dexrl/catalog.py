@@ -17,11 +17,19 @@ BUILTIN = "dexrl"  # the distribution of the built-in policies
 
 @dataclass(frozen=True)
 class Suite:
-    """A LIBERO task suite and its standard evaluation horizon (openpi/RLinf standalone evals)."""
+    """A task suite and its standard evaluation horizon (openpi/RLinf standalone evals).
+
+    Attributes:
+        smoke: The ``conf/smoke`` overlay ``--smoke`` applies (``None``: the config is small
+            enough for a CPU already, ``--smoke`` only adds the tiny checkpoint).
+        libero: A LIBERO suite (``dexrl eval`` runs those); else one of dexrl's own tasks.
+    """
 
     name: str
     horizon: int
     num_tasks: int
+    smoke: str | None = "cpu"
+    libero: bool = True
 
 
 SUITES: dict[str, Suite] = {
@@ -32,8 +40,11 @@ SUITES: dict[str, Suite] = {
         Suite("libero_goal", 300, 10),
         Suite("libero_10", 520, 10),
         Suite("libero_90", 400, 90),
+        # dexrl's built-in reach task (conf/env/reach.yaml), for learning runs on a CPU.
+        Suite("reach", 10, 1, smoke=None, libero=False),
     )
 }
+LIBERO_SUITES = tuple(name for name, s in SUITES.items() if s.libero)
 
 
 @dataclass(frozen=True)
@@ -52,7 +63,7 @@ class Policy:
         config_package: Importable package whose ``model/`` folder holds the model config.
         model_config: Name of that config in the ``model`` group (default: ``model_type``).
         template: Model type of the shipped configs a plugin policy is composed on.
-        suites: The LIBERO suites it trains on (default: all).
+        suites: The suites it trains on (default: every LIBERO suite).
         settings: Hydra overrides applied after the model config (its default settings).
         smoke_checkpoint: ``"module:function"`` writing a tiny checkpoint to a path for
             ``--smoke``, or ``None`` when the policy needs none.
@@ -69,7 +80,7 @@ class Policy:
     config_package: str = "dexrl.conf"
     model_config: str = ""
     template: str = "dexbotic_pi0"
-    suites: tuple[str, ...] = tuple(SUITES)
+    suites: tuple[str, ...] = LIBERO_SUITES
     settings: tuple[str, ...] = ()
     smoke_checkpoint: str | None = None
     replaces_builtin: bool = False
@@ -91,7 +102,7 @@ POLICIES: dict[str, Policy] = {
     p.name: p
     for p in (
         Policy("pi0", "dexbotic_pi0", "Dexbotic π0: SigLIP + Gemma-2B with a Gemma action expert",
-               "dexrl.bridge.pi0_policy:build",
+               "dexrl.bridge.pi0_policy:build", suites=(*LIBERO_SUITES, "reach"),
                smoke_checkpoint="dexrl.testing.checkpoints:write_tiny_pi0"),
         # dexbotic_dm0 is also an RLinf built-in, which dexrl replaces only once its own adapter
         # is installed.
@@ -154,6 +165,13 @@ def get_policy(name: str) -> Policy:
         f"use one of: {', '.join(known)}",
         where="--model",
     )
+
+
+def smoke_overlay(suite: str | None, config: str | None) -> str | None:
+    """The ``conf/smoke`` overlay ``--smoke`` applies to a suite (or to a config's suite)."""
+    name = suite or (config or "").partition("_ppo_")[0]
+    found = SUITES.get(name) or SUITES.get(f"libero_{name}")
+    return found.smoke if found is not None else "cpu"
 
 
 def config_name(suite: str, policy: str) -> str:

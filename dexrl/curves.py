@@ -208,7 +208,7 @@ def _time_panel(ax, runs: list[RunCurves], colors: list[str]) -> None:  # noqa: 
         stacked = [[dict(zip(*series[tag], strict=True)).get(s, 0.0) for s in steps]
                    if tag in series else [0.0] * len(steps) for _, tag in parts]
         ax.stackplot(steps, stacked, labels=[label for label, _ in parts], alpha=0.8)
-        ax.legend(fontsize="small", loc="upper right")
+        ax.legend(fontsize="small", loc="lower left", framealpha=0.6)
         return
     from matplotlib.lines import Line2D
 
@@ -220,4 +220,4 @@ def _time_panel(ax, runs: list[RunCurves], colors: list[str]) -> None:  # noqa: 
                         linestyle=styles[j % len(styles)])
     ax.legend(handles=[Line2D([], [], color="black", linestyle=styles[j % len(styles)],
                               label=label) for j, (label, _) in enumerate(parts)],
-              fontsize="small", loc="upper right")
+              fontsize="small", loc="lower left", framealpha=0.6)

@@ -35,8 +35,34 @@ class DexrlRollout(MultiStepRolloutWorker):
     """RLinf's Hugging Face multi-step rollout worker, launched the same way."""
 
 
+# dexrl's own tasks: the value of an env config's ``dexrl_env`` key -> "module:class".
+DEXRL_ENVS = {"reach": "dexrl.bridge.reach_env:ReachEnv"}
+
+
 class DexrlEnv(EnvWorker):
-    """RLinf's environment worker, launched the same way."""
+    """RLinf's environment worker, launched the same way, that can also serve dexrl's tasks.
+
+    RLinf's env types are a closed enum, so a dexrl task keeps an RLinf ``env_type`` whose
+    observation format and action handling it shares (``libero``) and names itself in
+    ``dexrl_env``; only the class RLinf would build is replaced. Without that key nothing changes.
+    """
+
+    def _setup_env_and_wrappers(self, env_cls: type, env_cfg: Any,
+                                num_envs_per_stage: int) -> list:
+        name = env_cfg.get("dexrl_env")
+        if name:
+            env_cls = dexrl_env_class(name)
+        return super()._setup_env_and_wrappers(env_cls, env_cfg, num_envs_per_stage)
+
+
+def dexrl_env_class(name: str) -> type:
+    """The class of a dexrl task named in ``env.*.dexrl_env``."""
+    import importlib
+
+    if name not in DEXRL_ENVS:
+        raise ValueError(f"unknown dexrl_env '{name}' (known: {', '.join(DEXRL_ENVS)})")
+    module, _, cls = DEXRL_ENVS[name].partition(":")
+    return getattr(importlib.import_module(module), cls)
 
 
 class RunListener(Protocol):

@@ -39,6 +39,8 @@ class ProgressPrinter:
         self.step_times: list[float] = []
         self._last: float | None = None
         self._curves_failed = False
+        self._step = 0  # the last step seen
+        self._drawn: int | None = None  # the step the curves were last drawn at
 
     def __call__(self, event: Any) -> None:
         """Render one ``dexrl.bridge.supervise.Progress`` event."""
@@ -54,6 +56,7 @@ class ProgressPrinter:
         if self._last is not None:
             self.step_times.append(event.elapsed_s - self._last)
         self._last = event.elapsed_s
+        self._step = event.step
         self.console.print(self.line(event), markup=False)
 
     def line(self, event: Any) -> str:
@@ -70,12 +73,12 @@ class ProgressPrinter:
         return "  ".join(parts)
 
     def curves(self) -> None:
-        """Redraw ``RUN_DIR/curves.png`` and print its path; a failure is a warning, once.
+        """Redraw ``RUN_DIR/curves.png`` and print its path, unless drawn at this step already.
 
-        Training goes on whatever happens here: a run without the TensorBoard logger has no
-        curves to draw.
+        A failure is a warning, once: training goes on whatever happens here (a run without
+        the TensorBoard logger has no curves to draw).
         """
-        if self.run_dir is None or self._curves_failed:
+        if self.run_dir is None or self._curves_failed or self._drawn == self._step:
             return
         from dexrl.curves import plot_runs
 
@@ -85,4 +88,5 @@ class ProgressPrinter:
             self._curves_failed = True
             self.console.print(f"  warning: no learning curves: {exc}", markup=False)
             return
+        self._drawn = self._step
         self.console.print(f"  curves {path}", markup=False)

@@ -10,7 +10,7 @@ from omegaconf import DictConfig
 from rich.console import Console
 
 from dexrl import runs
-from dexrl.catalog import get_policy
+from dexrl.catalog import get_policy, smoke_overlay
 from dexrl.checks import Finding, errors
 from dexrl.checks.config import Facts, run_config_checks
 from dexrl.commands.progress import ProgressPrinter
@@ -144,8 +144,9 @@ def train(
                          "drop --ckpt, or drop --smoke to train the checkpoint")
     if ckpt:
         overrides = ckpt_overrides(resolve_ckpt(ckpt)) + overrides
-    if smoke:
-        overrides = ["+smoke=cpu", *overrides]
+    overlay = smoke_overlay(suite, config_name) if smoke else None
+    if overlay:
+        overrides = [f"+smoke={overlay}", *overrides]
     gpus = 0 if dry_run or smoke else gpu_count()
     per_node = gpus_per_node or (1 if smoke else gpus or 8)
     result = compose_and_check(suite, model, config_name, overrides, per_node)
