@@ -9,7 +9,6 @@ functions: ``dexrl --help`` must not pay for them.
 from __future__ import annotations
 
 import os
-import tempfile
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -157,15 +156,13 @@ def draw(runs: list[RunCurves], out: Path) -> Path:
     fig.legend(handles=handles, loc="outside upper center", ncols=min(len(runs), 4),
                frameon=False)
     out = Path(out)
-    fd, tmp = tempfile.mkstemp(prefix=f".{out.stem}-", suffix=".png", dir=out.parent)
-    os.close(fd)
+    tmp = out.with_name(f".{out.name}.{os.getpid()}.tmp")
     try:
-        fig.savefig(tmp, dpi=80)
+        fig.savefig(tmp, dpi=80, format="png")
         os.replace(tmp, out)
     finally:
         plt.close(fig)
-        if os.path.exists(tmp):
-            os.unlink(tmp)
+        tmp.unlink(missing_ok=True)
     return out
 
 
