@@ -29,7 +29,7 @@ from dexrl.curves import read_run
 # The smoke overlay's settings before the cut, restored by overrides.
 CAMERAS_256 = ("env.train.init_params.camera_heights=256",
               "env.train.init_params.camera_widths=256")
-BASELINE = (*CAMERAS_256, "runner.overlap_env_bootstrap=False")
+BASELINE = CAMERAS_256
 SHIPPED: tuple[str, ...] = ()
 
 PHASES = r"""
