@@ -16,6 +16,7 @@ from dexrl.plugins import discover
 from dexrl.specs import (
     BUILTIN,
     DM0,
+    LIBERO_SUITES,
     PI0,
     POLICIES,
     SUITES,
@@ -25,10 +26,9 @@ from dexrl.specs import (
     load_reference,
 )
 
-__all__ = ["BUILTIN", "DM0", "PI0", "POLICIES", "SUITES", "ModelSpec", "Policy", "Suite",
-           "config_name", "did_you_mean", "get_policy", "get_suite", "load_reference",
-           "model_types", "policies",
-           "policy_for"]
+__all__ = ["BUILTIN", "DM0", "LIBERO_SUITES", "PI0", "POLICIES", "SUITES", "ModelSpec", "Policy",
+           "Suite", "config_name", "did_you_mean", "get_policy", "get_suite", "load_reference",
+           "model_types", "policies", "policy_for", "smoke_overlay"]
 
 
 def policies() -> dict[str, Policy]:
@@ -94,3 +94,10 @@ def get_policy(name: str) -> Policy:
 def config_name(suite: str, policy: str) -> str:
     """The shipped top-level config for a suite × policy."""
     return f"{get_suite(suite).name}_ppo_{get_policy(policy).model_type}"
+
+
+def smoke_overlay(suite: str | None, config: str | None) -> str | None:
+    """The ``conf/smoke`` overlay ``--smoke`` applies to a suite (or to a config's suite)."""
+    name = suite or (config or "").partition("_ppo_")[0]
+    found = SUITES.get(name) or SUITES.get(f"libero_{name}")
+    return found.smoke if found is not None else "cpu"

@@ -34,6 +34,8 @@ VERBS: dict[str, tuple[str, str]] = {
              "Evaluate a checkpoint on LIBERO through RLinf's own env wrapper."),
     "export": ("dexrl.commands.export",
                "Turn an RLinf training checkpoint into a Dexbotic-layout checkpoint folder."),
+    "plot": ("dexrl.commands.plot",
+             "Draw runs' learning curves (success, return, losses, KL, time split) as one PNG."),
 }
 _CONTEXT = {"help_option_names": ["-h", "--help"]}
 

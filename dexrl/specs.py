@@ -16,11 +16,19 @@ BUILTIN = "dexrl"  # the distribution of the built-in policies
 
 @dataclass(frozen=True)
 class Suite:
-    """A LIBERO task suite and its standard evaluation horizon (openpi/RLinf standalone evals)."""
+    """A task suite and its standard evaluation horizon (openpi/RLinf standalone evals).
+
+    Attributes:
+        smoke: The ``conf/smoke`` overlay ``--smoke`` applies (``None``: the config is small
+            enough for a CPU already, ``--smoke`` only adds the tiny checkpoint).
+        libero: A LIBERO suite (``dexrl eval`` runs those); else one of dexrl's own tasks.
+    """
 
     name: str
     horizon: int
     num_tasks: int
+    smoke: str | None = "cpu"
+    libero: bool = True
 
 
 SUITES: dict[str, Suite] = {
@@ -31,8 +39,11 @@ SUITES: dict[str, Suite] = {
         Suite("libero_goal", 300, 10),
         Suite("libero_10", 520, 10),
         Suite("libero_90", 400, 90),
+        # dexrl's built-in reach task (conf/env/reach.yaml), for learning runs on a CPU.
+        Suite("reach", 10, 1, smoke=None, libero=False),
     )
 }
+LIBERO_SUITES = tuple(name for name, s in SUITES.items() if s.libero)
 
 
 @dataclass(frozen=True)
@@ -93,7 +104,7 @@ class Policy:
         config_package: Importable package whose ``model/`` folder holds the model config.
         model_config: Name of that config in the ``model`` group (default: ``model_type``).
         template: Model type of the shipped configs a plugin policy is composed on.
-        suites: The LIBERO suites it trains on (default: all).
+        suites: The suites it trains on (default: every LIBERO suite).
         settings: Hydra overrides applied after the model config (its default settings).
         model: What dexrl knows about the policy's checkpoints (:class:`ModelSpec`).
         smoke_checkpoint: ``"module:function"`` writing a tiny checkpoint to a path for
@@ -111,7 +122,7 @@ class Policy:
     config_package: str = "dexrl.conf"
     model_config: str = ""
     template: str = "dexbotic_pi0"
-    suites: tuple[str, ...] = tuple(SUITES)
+    suites: tuple[str, ...] = LIBERO_SUITES
     model: ModelSpec = ModelSpec()
     settings: tuple[str, ...] = ()
     smoke_checkpoint: str | None = None
@@ -151,7 +162,7 @@ POLICIES: dict[str, Policy] = {
     p.name: p
     for p in (
         Policy("pi0", "dexbotic_pi0", "Dexbotic π0: SigLIP + Gemma-2B with a Gemma action expert",
-               "dexrl.bridge.pi0_policy:build", model=PI0,
+               "dexrl.bridge.pi0_policy:build", model=PI0, suites=(*LIBERO_SUITES, "reach"),
                smoke_checkpoint="dexrl.testing.tiny_pi0:write_tiny_pi0"),
         # dexbotic_dm0 is also an RLinf built-in, which dexrl replaces only once its own adapter
         # is installed.

@@ -7,7 +7,8 @@ node without an accelerator. On a node with one, the import changes nothing.
 
 :class:`DexrlRunner` is RLinf's ``EmbodiedRunner`` with three hooks reported to a
 :class:`RunListener`: workers ready, each global step's metrics (the dict RLinf prints as its
-table), and each checkpoint once RLinf's save has returned. The training loop stays RLinf's.
+table, flushed to TensorBoard first), and each checkpoint once RLinf's save has returned. The
+training loop stays RLinf's.
 """
 
 from __future__ import annotations
@@ -34,8 +35,34 @@ class DexrlRollout(MultiStepRolloutWorker):
     """RLinf's Hugging Face multi-step rollout worker, launched the same way."""
 
 
+# dexrl's own tasks: the value of an env config's ``dexrl_env`` key -> "module:class".
+DEXRL_ENVS = {"reach": "dexrl.bridge.reach_env:ReachEnv"}
+
+
 class DexrlEnv(EnvWorker):
-    """RLinf's environment worker, launched the same way."""
+    """RLinf's environment worker, launched the same way, that can also serve dexrl's tasks.
+
+    RLinf's env types are a closed enum, so a dexrl task keeps an RLinf ``env_type`` whose
+    observation format and action handling it shares (``libero``) and names itself in
+    ``dexrl_env``; only the class RLinf would build is replaced. Without that key nothing changes.
+    """
+
+    def _setup_env_and_wrappers(self, env_cls: type, env_cfg: Any,
+                                num_envs_per_stage: int) -> list:
+        name = env_cfg.get("dexrl_env")
+        if name:
+            env_cls = dexrl_env_class(name)
+        return super()._setup_env_and_wrappers(env_cls, env_cfg, num_envs_per_stage)
+
+
+def dexrl_env_class(name: str) -> type:
+    """The class of a dexrl task named in ``env.*.dexrl_env``."""
+    import importlib
+
+    if name not in DEXRL_ENVS:
+        raise ValueError(f"unknown dexrl_env '{name}' (known: {', '.join(DEXRL_ENVS)})")
+    module, _, cls = DEXRL_ENVS[name].partition(":")
+    return getattr(importlib.import_module(module), cls)
 
 
 class RunListener(Protocol):
@@ -74,7 +101,15 @@ class DexrlRunner(EmbodiedRunner):
                                   metrics: dict, start_step: int = 0) -> None:
         """RLinf's end-of-step hook: keep its table, and report the same metrics."""
         super().print_metrics_table_async(step, total_steps, start_time, metrics, start_step)
+        self._flush_tensorboard()
         self._listener.step_done(step + 1, total_steps, dict(metrics))
+
+    def _flush_tensorboard(self) -> None:
+        """Put the step's scalars on disk now (RLinf's writer flushes every 2 minutes), so the
+        curves redrawn at the next checkpoint include it."""
+        writer = getattr(self.metric_logger.logger.get("tensorboard"), "writer", None)
+        if writer is not None:
+            writer.flush()
 
     def _save_checkpoint(self) -> None:
         super()._save_checkpoint()

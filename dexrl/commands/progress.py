@@ -3,17 +3,14 @@
 from __future__ import annotations
 
 import statistics
+from pathlib import Path
 from typing import Any
 
 from rich.console import Console
 
-# How RLinf splits a step's time (its ``time/*`` metrics), coarsest level only.
-_TIME_SPLIT = (
-    ("rollout", "time/generate_rollouts"),
-    ("advantages", "time/cal_adv_and_returns"),
-    ("training", "time/actor/run_training"),
-    ("weight_sync", "time/sync_weights"),
-)
+from dexrl.curves import TIME_SPLIT as _TIME_SPLIT
+from dexrl.errors import DexrlError
+
 # Labels of RLinf's per-step metrics shown after the step line.
 _METRICS = (
     ("success", "env/success_once", ".2f"),
@@ -33,12 +30,17 @@ class ProgressPrinter:
     """Turns bridge progress events into one line per global step, with an ETA.
 
     The ETA is the median of the step times measured in this process times the steps left.
+    With ``run_dir``, each checkpoint also redraws ``RUN_DIR/curves.png`` (:meth:`curves`).
     """
 
-    def __init__(self, console: Console | None = None) -> None:
+    def __init__(self, console: Console | None = None, run_dir: Path | None = None) -> None:
         self.console = console or Console(highlight=False, soft_wrap=True)
+        self.run_dir = run_dir
         self.step_times: list[float] = []
         self._last: float | None = None
+        self._curves_failed = False
+        self._step = 0  # the last step seen
+        self._drawn: int | None = None  # the step the curves were last drawn at
 
     def __call__(self, event: Any) -> None:
         """Render one ``dexrl.bridge.supervise.Progress`` event."""
@@ -49,10 +51,12 @@ class ProgressPrinter:
             return
         if event.kind == "checkpoint":
             self.console.print(f"  checkpoint {event.checkpoint}", markup=False)
+            self.curves()
             return
         if self._last is not None:
             self.step_times.append(event.elapsed_s - self._last)
         self._last = event.elapsed_s
+        self._step = event.step
         self.console.print(self.line(event), markup=False)
 
     def line(self, event: Any) -> str:
@@ -67,3 +71,22 @@ class ProgressPrinter:
         if split:
             parts.append("time " + " ".join(split))
         return "  ".join(parts)
+
+    def curves(self) -> None:
+        """Redraw ``RUN_DIR/curves.png`` and print its path, unless drawn at this step already.
+
+        A failure is a warning, once: training goes on whatever happens here (a run without
+        the TensorBoard logger has no curves to draw).
+        """
+        if self.run_dir is None or self._curves_failed or self._drawn == self._step:
+            return
+        from dexrl.curves import plot_runs
+
+        try:
+            path = plot_runs([self.run_dir])
+        except (DexrlError, OSError, ValueError) as exc:
+            self._curves_failed = True
+            self.console.print(f"  warning: no learning curves: {exc}", markup=False)
+            return
+        self._drawn = self._step
+        self.console.print(f"  curves {path}", markup=False)

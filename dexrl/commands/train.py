@@ -9,7 +9,7 @@ from typing import TYPE_CHECKING
 
 import typer
 
-from dexrl.catalog import get_policy
+from dexrl.catalog import get_policy, smoke_overlay
 from dexrl.checks import Finding, errors
 from dexrl.commands.validate import Validated, compose_and_check, suite_of
 from dexrl.errors import DexrlError
@@ -112,9 +112,11 @@ def run(cfg: DictConfig, run_dir: Path, *, smoke: bool, resume_from: Path | None
 
     bridge.prepare(cfg, smoke=smoke)
     runs.use_wandb_run_id(run_dir)
-    return bridge.launch(cfg, run_dir, resume_from=resume_from, ray_address=ray_address,
-                         verbose=verbose, stall_timeout_s=stall_timeout,
-                         on_progress=ProgressPrinter())
+    printer = ProgressPrinter(run_dir=run_dir)
+    code = bridge.launch(cfg, run_dir, resume_from=resume_from, ray_address=ray_address,
+                         verbose=verbose, stall_timeout_s=stall_timeout, on_progress=printer)
+    printer.curves()  # RLinf closed its TensorBoard writer: the last step is on disk now
+    return code
 
 
 def train(
@@ -151,8 +153,9 @@ def train(
                          "drop --ckpt, or drop --smoke to train the checkpoint")
     if ckpt:
         overrides = ckpt_overrides(resolve_ckpt(ckpt)) + overrides
-    if smoke:
-        overrides = ["+smoke=cpu", *overrides]
+    overlay = smoke_overlay(suite, config_name) if smoke else None
+    if overlay:
+        overrides = [f"+smoke={overlay}", *overrides]
     gpus = 0 if dry_run or smoke else gpu_count()
     per_node = gpus_per_node or (1 if smoke else gpus or 8)
     result = compose_and_check(suite, model, config_name, overrides, per_node)

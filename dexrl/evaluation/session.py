@@ -62,8 +62,13 @@ def prepare(*, ckpt: str | Path, suite: str, tasks: str | None, episodes_per_tas
     """Resolve and check every input; raises DexrlError on the first problem, writes nothing."""
     from dexrl.bridge.libero_env import check_assets, suite_info
     from dexrl.catalog import get_suite
+    from dexrl.errors import DexrlError
 
     suite_name = get_suite(suite).name
+    if not get_suite(suite).libero:
+        raise DexrlError(f"dexrl eval runs LIBERO suites; {suite_name} is a training task",
+                         "pass a LIBERO suite (e.g. --suite libero_spatial); a reach run's "
+                         "success rate is in its curves (`dexrl plot RUN_DIR`)", where="--suite")
     source = resolve_checkpoint(ckpt, base)
     check_assets()
     info = suite_info(suite_name)

@@ -146,6 +146,8 @@ def test_cli_smoke_trains_one_step_then_resumes_at_the_next(tmp_path: Path) -> N
     for name in ("config.yaml", "manifest.json", "smoke-checkpoint/config.json"):
         assert (run_dir / name).is_file(), name
     assert (run_dir / "tensorboard").is_dir()
+    assert f"  curves {run_dir / 'curves.png'}" in lines  # redrawn at the checkpoint
+    assert (run_dir / "curves.png").stat().st_size > 0
     assert train.peak_pss < PEAK_PSS_LIMIT, f"peak PSS {train.peak_pss / 2**30:.1f} GiB"
     saved = OmegaConf.load(run_dir / "config.yaml")  # the run-folder fields, set before launch
     assert saved.runner.logger.log_path == str(run_dir) and saved.runner.resume_dir is None

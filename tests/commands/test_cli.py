@@ -38,7 +38,7 @@ def test_configs_lists_every_shipped_config() -> None:
     result = runner.invoke(app, ["configs"], env={"COLUMNS": "200"})
     assert result.exit_code == 0
     names = list_configs()
-    assert len(names) == 10
+    assert len(names) == 11  # 5 LIBERO suites × 2 policies + reach × π0
     for name in names:
         assert name in result.output
 
