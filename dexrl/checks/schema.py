@@ -15,7 +15,7 @@ import re
 from dataclasses import dataclass
 from typing import Any
 
-from dexrl.catalog import SUITES
+from dexrl.catalog import LIBERO_SUITES
 from dexrl.checks import Finding
 
 # rlinf/config.py torch_dtype_from_precision: everything it maps to a dtype (null keeps the
@@ -73,8 +73,8 @@ class Key:
 
     Attributes:
         pattern: Dotted key; ``*`` matches one level.
-        type: ``int``, ``float`` (ints accepted), ``bool``, ``str``, ``list[str]``, joined with
-            ``|``; ``null`` allows null.
+        type: ``int``, ``float`` (ints accepted), ``bool``, ``str``, ``list[str]``,
+            ``list[float]``, joined with ``|``; ``null`` allows null.
         meaning: What RLinf (or dexrl) does with it.
         range: Allowed numbers as an interval (``[1, inf)``), or None.
         choices: Allowed values (for a list, allowed items), or None.
@@ -102,7 +102,8 @@ class Key:
 
 
 _TYPE_WORDS = {"int": "an integer", "float": "a number", "bool": "true or false",
-               "str": "a string", "list[str]": "a list of strings"}
+               "str": "a string", "list[str]": "a list of strings",
+               "list[float]": "a list of numbers"}
 POS = "[1, inf)"  # a positive count
 NONNEG = "[0, inf)"
 UNIT = "[0, 1]"
@@ -122,7 +123,7 @@ SCHEMA: tuple[Key, ...] = (
     _k("env.*.env_type", "str", "Environment family; dexrl's adapters and configs are LIBERO's.",
        choices=("libero",)),
     _k("env.*.task_suite_name", "str", "LIBERO suite whose tasks the env samples.",
-       choices=tuple(SUITES)),
+       choices=LIBERO_SUITES),
     _k("env.*.total_num_envs", "int", "Parallel envs over all env workers; must divide over the "
        "env world size, pipeline stages and group size.", POS),
     _k("env.*.max_steps_per_rollout_epoch", "int", "Env steps per rollout epoch; a multiple of "
@@ -151,6 +152,18 @@ SCHEMA: tuple[Key, ...] = (
     _k("env.*.video_cfg.video_base_dir", "str", "Folder for the videos."),
     _k("env.*.init_params.camera_heights", "int", "Camera image height in pixels.", POS),
     _k("env.*.init_params.camera_widths", "int", "Camera image width in pixels.", POS),
+    # dexrl's built-in reach task (conf/env/reach.yaml, dexrl.bridge.reach_env), not RLinf's.
+    _k("env.*.dexrl_env", "str", "A dexrl task that dexrl's env worker builds instead of RLinf's "
+       "LiberoEnv (the learning run on a CPU).", choices=("reach",)),
+    _k("env.*.reach.target", "list[float]", "Reach: the target point (x, y, z) in the unit cube."),
+    _k("env.*.reach.start_low", "list[float]", "Reach: low corner of the box episodes start in."),
+    _k("env.*.reach.start_high", "list[float]", "Reach: high corner of the box episodes start in."),
+    _k("env.*.reach.step_size", "float", "Reach: position change per env step at |action| = 1.",
+       "(0, inf)"),
+    _k("env.*.reach.success_radius", "float", "Reach: success once the point is this close to "
+       "the target.", "(0, inf)"),
+    _k("env.*.reach.success_bonus", "float", "Reach: reward added on reaching the target.",
+       NONNEG),
     _k("env.group_name", "str", "Name of RLinf's env worker group."),
     _k("env.enable_offload", _BOOL, "Offload env workers between rollouts."),
     # --- actor.model (RLinf's get_model, then dexrl's Dexbotic adapters) ---
@@ -364,6 +377,8 @@ def _is(type_: str, value: Any) -> bool:
         return isinstance(value, str)
     if type_ == "list[str]":
         return isinstance(value, list) and all(isinstance(v, str) for v in value)
+    if type_ == "list[float]":
+        return isinstance(value, list) and all(_is("float", v) for v in value)
     raise ValueError(f"unknown schema type {type_!r}")
 
 
