@@ -1,0 +1,82 @@
+"""Two Ray nodes on this machine (``tests/ray_cluster.py``): doctor, train and resume across them.
+
+The head is node 0 and runs the driver and the actor; node 1 runs the env and rollout workers, so
+weights and rollouts cross a node boundary (through Ray's object store and gloo over TCP, on one
+machine). Every test is ``slow``: a two-node smoke run takes minutes on 2 cores.
+"""
+
+from __future__ import annotations
+
+import json
+import sys
+import time
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+
+from dexrl.bridge.launch import is_complete, latest_checkpoint
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+from ray_cluster import LocalCluster  # noqa: E402
+from test_smoke import DEXRL, run_process  # noqa: E402
+
+pytest.importorskip("rlinf")
+pytest.importorskip("libero.libero")
+
+pytestmark = pytest.mark.slow
+
+# Actor on node 0, env and rollout on node 1: on nodes without GPUs RLinf's ids are node ranks.
+ACROSS = ["cluster.num_nodes=2", "~cluster.component_placement",
+          "+cluster.component_placement={actor:0,env\\,rollout:1}"]
+
+
+@pytest.fixture(scope="module")
+def two_nodes() -> Iterator[LocalCluster]:
+    cluster = LocalCluster.start(2)
+    try:
+        yield cluster
+    finally:
+        cluster.shutdown()
+
+
+def test_doctor_reports_both_nodes_the_round_trip_on_each_and_the_placement(
+        two_nodes: LocalCluster, tmp_path: Path) -> None:
+    run = run_process([DEXRL, "doctor", "--ray-address", two_nodes.address, "--quick", "--json",
+                       "--suite", "libero_spatial", "--model", "pi0", "+smoke=cpu", *ACROSS],
+                      tmp_path, env=two_nodes.env)
+    rows = {row["id"]: row for row in json.loads(run.stdout)["checks"]}
+    ranks = rows["ray.node_rank"]
+    assert ranks["status"] == "ok", ranks
+    assert sorted(ranks["details"]["ranks"].values()) == ["0", "1"]
+    nodes = [n["node_rank"] for n in rows["ray.nodes"]["details"]["nodes"]]
+    assert nodes == ["0", "1"]
+    trip = rows["extension.roundtrip"]
+    assert trip["status"] == "ok", trip
+    assert sorted(n["node"].split(" (")[0] for n in trip["details"]["nodes"]) == ["node 0",
+                                                                                  "node 1"]
+    placement = rows["ray.placement"]
+    assert placement["status"] == "ok", placement
+    assert "node 0: actor ×1; node 1: env ×1, rollout ×1" in placement["finding"]
+
+
+def test_train_across_two_nodes_then_resume_on_the_same_cluster(
+        two_nodes: LocalCluster, tmp_path: Path) -> None:
+    run_dir = tmp_path / "run"
+    train = run_process([DEXRL, "train", "--suite", "libero_spatial", "--model", "pi0", "--smoke",
+                         "--run-dir", str(run_dir), "--ray-address", two_nodes.address, *ACROSS],
+                        run_dir, env=two_nodes.env)
+    assert train.returncode == 0, train.stderr[-3000:]
+    assert "step 1/1 " in train.stdout
+    log = (run_dir / "logs" / "driver.log").read_text()
+    assert "RLinf is running on a cluster with 2 nodes" in log
+    first = latest_checkpoint(run_dir)
+    assert first.name == "global_step_1" and is_complete(first)
+
+    start = time.monotonic()
+    resume = run_process([DEXRL, "resume", str(run_dir), "runner.max_steps=2",
+                          "--ray-address", two_nodes.address], run_dir, env=two_nodes.env)
+    assert resume.returncode == 0, resume.stderr[-3000:]
+    assert "starting at step 2 of 2" in resume.stdout
+    assert latest_checkpoint(run_dir).name == "global_step_2"
+    print(f"\ntwo-node train {train.seconds:.0f} s, resume {time.monotonic() - start:.0f} s")
