@@ -8,7 +8,7 @@ import typer
 from omegaconf import DictConfig, OmegaConf, open_dict
 from rich.console import Console
 
-from dexrl import runs
+from dexrl import runs, runstate
 from dexrl.checks.config import Facts, run_config_checks
 from dexrl.commands.train import check_ray_address, gpu_count, refuse_on_errors, run
 from dexrl.config import check_override_syntax
@@ -90,8 +90,15 @@ def resume(
                          f"raise runner.max_steps above {checkpoint.step}, e.g. "
                          f"`dexrl resume {run_dir} runner.max_steps={checkpoint.step + 1}`")
     check_ray_address(ray_address)
-    Console(highlight=False, soft_wrap=True).print(
-        f"Resuming {run_dir} from {checkpoint.path.name}", markup=False)
+    previous = runstate.previous_run(run_dir)
+    if previous is not None and previous.still_running:
+        raise DexrlError(f"dexrl process {previous.pid} on {previous.host} is still running "
+                         "this run", "wait for it to end or stop it (Ctrl-C), then resume",
+                         where=str(run_dir))
+    console = Console(highlight=False, soft_wrap=True)
+    for line in runstate.story(run_dir):
+        console.print(line[0].upper() + line[1:] + ".", markup=False)
+    console.print(f"Resuming {run_dir} from {checkpoint.path.name}", markup=False)
     raise typer.Exit(run(new, run_dir, smoke=smoke,
                          resume_from=checkpoint.path, ray_address=ray_address, verbose=verbose,
                          stall_timeout=stall_timeout))

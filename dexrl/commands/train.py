@@ -9,7 +9,7 @@ import typer
 from omegaconf import DictConfig
 from rich.console import Console
 
-from dexrl import runs
+from dexrl import runs, runstate
 from dexrl.catalog import get_policy
 from dexrl.checks import Finding, errors
 from dexrl.checks.config import Facts, run_config_checks
@@ -110,9 +110,22 @@ def run(cfg: DictConfig, run_dir: Path, *, smoke: bool, resume_from: Path | None
 
     bridge.prepare(cfg, smoke=smoke)
     runs.use_wandb_run_id(run_dir)
-    return bridge.launch(cfg, run_dir, resume_from=resume_from, ray_address=ray_address,
-                         verbose=verbose, stall_timeout_s=stall_timeout,
-                         on_progress=ProgressPrinter())
+    tracker = runstate.begin(run_dir, runs.checkpoint_step(resume_from) or 0 if resume_from else 0)
+    printer = ProgressPrinter()
+
+    def show(event: bridge.Progress) -> None:
+        printer(event)
+        if event.kind == "step":
+            tracker.step_done(event.step)
+
+    status = "failed"
+    try:
+        code = bridge.launch(cfg, run_dir, resume_from=resume_from, ray_address=ray_address,
+                             verbose=verbose, stall_timeout_s=stall_timeout, on_progress=show)
+        status = "finished" if code == 0 else "interrupted"
+        return code
+    finally:
+        tracker.end(status)
 
 
 def train(
@@ -162,7 +175,11 @@ def train(
     if not smoke and gpus == 0 and not ray_address:
         raise DexrlError("no CUDA GPU on this machine for a GPU placement; nothing was started",
                          "try `dexrl train ... --smoke` for a CPU run, or run `dexrl doctor`")
-    runs.check_new_run_dir(target)
+    try:
+        runs.check_new_run_dir(target)
+    except DexrlError as exc:  # say what happened to a run that was killed there
+        exc.details += runstate.story(target)
+        raise
     check_ray_address(ray_address)
     target.mkdir(parents=True, exist_ok=True)
     cfg = result.cfg

@@ -80,3 +80,36 @@ def test_train_across_two_nodes_then_resume_on_the_same_cluster(
     assert "starting at step 2 of 2" in resume.stdout
     assert latest_checkpoint(run_dir).name == "global_step_2"
     print(f"\ntwo-node train {train.seconds:.0f} s, resume {time.monotonic() - start:.0f} s")
+
+
+def test_a_lost_node_ends_the_run_naming_it_and_resume_continues_on_a_new_node(
+        two_nodes: LocalCluster, tmp_path: Path) -> None:
+    """Kill node 1's raylet in the rollout of step 2; a new node 1 joins; resume goes on."""
+    run_dir = tmp_path / "run"
+    killed: list[float] = []
+
+    def kill_node_1(line: str) -> None:
+        if not killed and "checkpoint" in line and "global_step_1" in line:
+            two_nodes.nodes[1].raylet().kill()  # step 2's rollout starts right after the save
+            killed.append(time.monotonic())
+
+    train = run_process([DEXRL, "train", "--suite", "libero_spatial", "--model", "pi0", "--smoke",
+                         "--run-dir", str(run_dir), "--ray-address", two_nodes.address, *ACROSS,
+                         "runner.max_steps=3"], run_dir, env=two_nodes.env, on_line=kill_node_1)
+    ended = time.monotonic()
+    assert killed, train.stdout[-2000:] + train.stderr[-2000:]
+    assert train.returncode == 2, train.stderr[-3000:]
+    assert ended - killed[0] < 60, f"the run ended {ended - killed[0]:.0f} s after the kill"
+    assert "lost Ray node during step 2: node 1 (" in train.stderr
+    assert "EnvGroup (rank 0), RolloutGroup (rank 0)" in train.stderr
+    assert latest_checkpoint(run_dir).name == "global_step_1"
+    assert not any(is_complete(p) for p in (run_dir / "checkpoints").glob("global_step_[23]"))
+
+    two_nodes.nodes[1].stop()
+    two_nodes.add_node(1)
+    resume = run_process([DEXRL, "resume", str(run_dir), "runner.max_steps=2",
+                          "--ray-address", two_nodes.address], run_dir, env=two_nodes.env)
+    assert resume.returncode == 0, resume.stderr[-3000:]
+    assert "starting at step 2 of 2" in resume.stdout
+    assert latest_checkpoint(run_dir).name == "global_step_2"
+    print(f"\nlost node: the run ended {ended - killed[0]:.0f} s after the raylet was killed")
