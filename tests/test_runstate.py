@@ -5,7 +5,6 @@ Stand-in processes (``sleep``) play the driver and its Ray children; no Ray is s
 
 from __future__ import annotations
 
-import json
 import subprocess
 import sys
 import time
@@ -16,6 +15,7 @@ import pytest
 
 from dexrl import runstate
 from dexrl.runs import MARKER
+from dexrl.testing.runstate import write_killed_run
 
 
 @pytest.fixture
@@ -49,15 +49,6 @@ def _zombie(pid: int) -> bool:
         return True
 
 
-def killed_run(run_dir: Path, step: int, ray: list[tuple[int, int | None]] | None = None) -> None:
-    """A state file as a SIGKILLed driver leaves it: running, its pid gone."""
-    dead = subprocess.Popen(["true"])
-    dead.wait()
-    tracker = runstate.Tracker(run_dir, step)
-    data = {**tracker.data, "pid": dead.pid, "pid_start": 1, "ray_processes": ray or []}
-    (run_dir / runstate.STATE_FILE).write_text(json.dumps(data))
-
-
 def test_a_live_run_a_finished_run_and_a_killed_run_are_told_apart(tmp_path: Path) -> None:
     tracker = runstate.begin(tmp_path, 0)
     tracker.step_done(1)
@@ -69,7 +60,7 @@ def test_a_live_run_a_finished_run_and_a_killed_run_are_told_apart(tmp_path: Pat
     for step in (1, 2):
         (tmp_path / "checkpoints" / f"global_step_{step}").mkdir(parents=True)
     (tmp_path / "checkpoints" / "global_step_1" / MARKER).write_text("{}")
-    killed_run(tmp_path, 2)
+    write_killed_run(tmp_path, 2)
     prev = runstate.previous_run(tmp_path)
     assert prev is not None and prev.killed
     [line] = runstate.story(tmp_path)
@@ -84,7 +75,7 @@ def test_the_next_launch_reaps_what_a_killed_driver_left(
     below = runstate.descendants(ray.pid)
     assert below
     other = spawn(procs, "sleep 60")  # not recorded: must survive
-    killed_run(tmp_path, 1, [(ray.pid, runstate.start_time(ray.pid)), (other.pid, 12345)])
+    write_killed_run(tmp_path, 1, [(ray.pid, runstate.start_time(ray.pid)), (other.pid, 12345)])
     runstate.begin(tmp_path, 1)
     assert wait_gone([ray.pid, *below])
     assert other.poll() is None

@@ -93,7 +93,8 @@ def resume(
     previous = runstate.previous_run(run_dir)
     if previous is not None and previous.still_running:
         raise DexrlError(f"dexrl process {previous.pid} on {previous.host} is still running "
-                         "this run", "wait for it to end or stop it (Ctrl-C), then resume",
+                         "this run", "wait for it to end or stop it (Ctrl-C), then resume; if "
+                         f"that process is gone, delete {run_dir / runstate.STATE_FILE}",
                          where=str(run_dir))
     console = Console(highlight=False, soft_wrap=True)
     for line in runstate.story(run_dir):

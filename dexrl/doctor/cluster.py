@@ -294,6 +294,10 @@ def check_placement(r: RayFacts, cfg: DictConfig | None) -> CheckResult:
     unit = "node ranks (no GPUs)" if gpus == 0 else f"GPU ids ({gpus} per node)"
     finding = f"placement ids are {unit}: " + "; ".join(render_by_node(placed))
     absent = [k for k in nodes if k >= len(r.nodes)]
+    if absent and gpus == 0:
+        return skip("ray.placement", f"no GPUs in the cluster, and as node ranks the placement "
+                    f"needs node {absent[0]}", "cuda.placement and ray.nodes say what is missing",
+                    **facts)
     if absent:
         return fail("ray.placement", f"{finding}; node {absent[0]} is not in the cluster",
                     "start Ray on that node or change cluster.component_placement", **facts)

@@ -14,6 +14,7 @@ from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
+import torch
 
 from dexrl.bridge.launch import is_complete, latest_checkpoint
 
@@ -80,6 +81,61 @@ def test_train_across_two_nodes_then_resume_on_the_same_cluster(
     assert "starting at step 2 of 2" in resume.stdout
     assert latest_checkpoint(run_dir).name == "global_step_2"
     print(f"\ntwo-node train {train.seconds:.0f} s, resume {time.monotonic() - start:.0f} s")
+
+
+def _scalars(run_dir: Path) -> dict[str, list[float]]:
+    from tensorboard.backend.event_processing.event_accumulator import EventAccumulator
+
+    acc = EventAccumulator(str(run_dir / "tensorboard"))
+    acc.Reload()
+    return {tag: [e.value for e in acc.Scalars(tag)] for tag in acc.Tags()["scalars"]}
+
+
+def _weights(run_dir: Path, step: int = 1) -> dict[str, torch.Tensor]:
+    path = run_dir / "checkpoints" / f"global_step_{step}" / "actor" / "model_state_dict"
+    return torch.load(path / "full_weights.pt", map_location="cpu", weights_only=True)
+
+
+def test_an_actor_of_world_size_two_matches_one_rank_and_exports(
+        two_nodes: LocalCluster, tmp_path: Path) -> None:
+    """FSDP2 over two gloo ranks (one per node) against one rank, same data, one update."""
+    both = ["runner.max_steps=1", "actor.global_batch_size=2", "actor.micro_batch_size=1"]
+    one_dir, two_dir = tmp_path / "one", tmp_path / "two"
+    one = run_process([DEXRL, "train", "--suite", "libero_spatial", "--model", "pi0", "--smoke",
+                       "--run-dir", str(one_dir), *both], one_dir)
+    assert one.returncode == 0, one.stderr[-3000:]
+    two = run_process([DEXRL, "train", "--suite", "libero_spatial", "--model", "pi0", "--smoke",
+                       "--run-dir", str(two_dir), "--ray-address", two_nodes.address,
+                       "cluster.num_nodes=2", "~cluster.component_placement",
+                       "+cluster.component_placement={actor:0-1,env\\,rollout:1}", *both],
+                      two_dir, env=two_nodes.env)
+    assert two.returncode == 0, two.stderr[-3000:]
+    init = "smoke-checkpoint/model.safetensors"
+    assert (one_dir / init).read_bytes() == (two_dir / init).read_bytes()  # same start
+
+    ratios = {k: v for k, v in _scalars(two_dir).items() if k.endswith("actor/ratio")}
+    assert ratios and all(v == [1.0] for v in ratios.values()), ratios
+    a, b = _weights(one_dir), _weights(two_dir)
+    assert a.keys() == b.keys()
+    diff = max((a[k].float() - b[k].float()).abs().max().item() for k in a)
+    out = tmp_path / "exported"
+    export = run_process([DEXRL, "export", str(two_dir), "--out", str(out)], tmp_path)
+    assert export.returncode == 0, export.stderr[-2000:]
+    from safetensors.torch import load_file
+
+    from dexrl.models import load_policy
+
+    before, after = load_file(two_dir / init), load_file(out / "model.safetensors")
+    moved = max((after[k].float() - before[k].float()).abs().max().item()
+                for k in before if k in after)
+    # Adam's first step moves every trained weight by about the learning rate (5e-6): the
+    # difference between the runs must be far below that, or equality would mean nothing.
+    assert moved > 1e-6, "the update changed nothing"
+    assert diff < 0.01 * moved, f"1 vs 2 ranks differ by {diff:g} (update size {moved:g})"
+    policy = load_policy(out)
+    assert sum(p.numel() for p in policy.parameters()) > 0
+    print(f"\nworld size 2 vs 1: max |Δw| {diff:.2e}; the update moved weights by up to "
+          f"{moved:.2e}")
 
 
 def test_a_lost_node_ends_the_run_naming_it_and_resume_continues_on_a_new_node(
