@@ -154,7 +154,7 @@ class Tracker:
     """Keeps ``run-state.json`` current for one launch (created by :func:`begin`)."""
 
     def __init__(self, run_dir: Path, step: int) -> None:
-        self.run_dir, self.step = Path(run_dir), step
+        self.run_dir = Path(run_dir)
         self.data: dict[str, Any] = {
             "schema": 1, "status": "running", "step": step, "pid": os.getpid(),
             "pid_start": start_time(os.getpid()), "host": socket.gethostname(),
@@ -162,15 +162,18 @@ class Tracker:
         }
         _write(self.run_dir, self.data)
 
+    def _update(self, **fields: Any) -> None:
+        self.data.update(fields)
+        # launch adds the private Ray's processes to the same file: keep them
+        _write(self.run_dir, {**read(self.run_dir), **self.data})
+
     def step_done(self, step: int) -> None:
         """A global step finished."""
-        self.data["step"] = step
-        _write(self.run_dir, self.data)
+        self._update(step=step)
 
     def end(self, status: str) -> None:
         """Close the record: ``finished``, ``failed`` or ``interrupted``."""
-        self.data.update(status=status, ended=time.strftime("%Y-%m-%dT%H:%M:%S%z"))
-        _write(self.run_dir, self.data)
+        self._update(status=status, ended=time.strftime("%Y-%m-%dT%H:%M:%S%z"))
 
 
 def begin(run_dir: Path, step: int) -> Tracker:

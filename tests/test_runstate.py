@@ -5,6 +5,7 @@ Stand-in processes (``sleep``) play the driver and its Ray children; no Ray is s
 
 from __future__ import annotations
 
+import json
 import subprocess
 import sys
 import time
@@ -51,7 +52,10 @@ def _zombie(pid: int) -> bool:
 
 def test_a_live_run_a_finished_run_and_a_killed_run_are_told_apart(tmp_path: Path) -> None:
     tracker = runstate.begin(tmp_path, 0)
+    state = tmp_path / runstate.STATE_FILE
+    state.write_text(json.dumps({**runstate.read(tmp_path), "ray_processes": [[7, 8]]}))
     tracker.step_done(1)
+    assert runstate.read(tmp_path)["ray_processes"] == [[7, 8]]  # launch's record is kept
     now = runstate.previous_run(tmp_path)
     assert now is not None and now.still_running and not now.killed and now.step == 1
     tracker.end("finished")
