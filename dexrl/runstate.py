@@ -185,13 +185,15 @@ def begin(run_dir: Path, step: int) -> Tracker:
 # The private Ray instance -------------------------------------------------------------------
 
 def watch_private_ray(run_dir: Path) -> None:
-    """Record this process's Ray children and start a reaper that kills them once it is gone.
+    """Record this process's Ray processes and start a reaper that kills them once it is gone.
 
     Call right after the private Ray instance started: its gcs_server, raylet and agents are
-    this process's children then; workers are started below the raylet.
+    below this process then; the reaper also follows the workers started later.
     """
     me = os.getpid()
-    procs = [(pid, start_time(pid)) for pid in _children().get(me, [])]
+    # The whole tree: Ray's agents are the raylet's children and are orphaned, not ended, when
+    # the raylet goes down with the driver.
+    procs = [(pid, start_time(pid)) for pid in descendants(me)]
     procs = [(pid, started) for pid, started in procs if started is not None]
     data = read(run_dir)
     data["ray_processes"] = procs
@@ -213,11 +215,14 @@ def reap_recorded(run_dir: Path) -> int:
 
 def _reaper(driver: int, driver_start: int, procs: list[tuple[int, int | None]],
             poll_s: float = 1.0) -> None:
+    known = dict(procs)
     while alive(driver, driver_start):
-        if not any(alive(p, s) for p, s in procs):
+        for pid in descendants(driver):  # workers and agents started since
+            known.setdefault(pid, start_time(pid))
+        if not any(alive(p, s) for p, s in known.items()):
             return  # the driver stopped its Ray itself
         time.sleep(poll_s)
-    kill_tree(procs)
+    kill_tree(list(known.items()))
 
 
 if __name__ == "__main__":  # the reaper: python -m dexrl.runstate DRIVER START PID:START ...

@@ -98,8 +98,13 @@ def _weights(run_dir: Path, step: int = 1) -> dict[str, torch.Tensor]:
 
 def test_an_actor_of_world_size_two_matches_one_rank_and_exports(
         two_nodes: LocalCluster, tmp_path: Path) -> None:
-    """FSDP2 over two gloo ranks (one per node) against one rank, same data, one update."""
-    both = ["runner.max_steps=1", "actor.global_batch_size=2", "actor.micro_batch_size=1"]
+    """FSDP2 over two gloo ranks (one per node) against one rank, same data, one update.
+
+    Two envs: RLinf splits each env worker's trajectories over the actor ranks. All four samples
+    form one optimizer step in both runs.
+    """
+    both = ["runner.max_steps=1", "env.train.total_num_envs=2", "actor.global_batch_size=4",
+            "actor.micro_batch_size=1"]
     one_dir, two_dir = tmp_path / "one", tmp_path / "two"
     one = run_process([DEXRL, "train", "--suite", "libero_spatial", "--model", "pi0", "--smoke",
                        "--run-dir", str(one_dir), *both], one_dir)
