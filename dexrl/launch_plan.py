@@ -40,16 +40,41 @@ def _sel(cfg: DictConfig, key: str, default: object = None) -> object:
     return OmegaConf.select(cfg, key, default=default)
 
 
-def make_plan(cfg: DictConfig, facts: Facts) -> Plan:
-    """Compute the plan of one run from a validated config."""
-    plan = Plan()
-    nodes = int(_sel(cfg, "cluster.num_nodes", 1))
-    total = nodes * facts.gpus_per_node
+def placement(cfg: DictConfig, gpus_per_node: int) -> dict[str, list[tuple[int, int]]]:
+    """(node, GPU) of every rank of each component in ``cluster.component_placement``.
+
+    On nodes without GPUs (``gpus_per_node`` 0) RLinf's placement ids are node ranks, one
+    process each: the same as one GPU per node.
+    """
+    per_node = max(gpus_per_node, 1)
+    total = int(_sel(cfg, "cluster.num_nodes", 1)) * per_node
+    out: dict[str, list[tuple[int, int]]] = {}
     for names, spec in _sel(cfg, "cluster.component_placement").items():
         ids = sorted(set(parse_placement(spec, total)))
         for name in str(names).split(","):
-            plan.placement[name.strip()] = [(i // facts.gpus_per_node, i % facts.gpus_per_node)
-                                            for i in ids]
+            out[name.strip()] = [(i // per_node, i % per_node) for i in ids]
+    return out
+
+
+def by_node(placed: dict[str, list[tuple[int, int]]]) -> dict[int, dict[str, int]]:
+    """Node rank -> {component: ranks on that node}, for the per-node view."""
+    nodes: dict[int, dict[str, int]] = {}
+    for comp, slots in placed.items():
+        for node, _ in slots:
+            nodes.setdefault(node, {})
+            nodes[node][comp] = nodes[node].get(comp, 0) + 1
+    return dict(sorted(nodes.items()))
+
+
+def render_by_node(placed: dict[str, list[tuple[int, int]]]) -> list[str]:
+    """One line per node: ``node 1: env ×1, rollout ×1``."""
+    return [f"node {node}: " + ", ".join(f"{c} ×{k}" for c, k in sorted(comps.items()))
+            for node, comps in by_node(placed).items()]
+
+
+def make_plan(cfg: DictConfig, facts: Facts) -> Plan:
+    """Compute the plan of one run from a validated config."""
+    plan = Plan(placement=placement(cfg, facts.gpus_per_node))
     envs = int(_sel(cfg, "env.train.total_num_envs"))
     epochs = int(_sel(cfg, "env.train.rollout_epoch", 1))
     steps = int(_sel(cfg, "env.train.max_steps_per_rollout_epoch"))
@@ -101,6 +126,8 @@ def render_plan(plan: Plan, gpus_per_node: int) -> list[str]:
     for comp, gpus in plan.placement.items():
         ids = ", ".join(f"{n}:{g}" for n, g in gpus)
         lines.append(f"  {comp:<8} {len(gpus)} rank(s) on {ids}")
+    lines += ["Per node (RLINF_NODE_RANK):", *(f"  {line}" for line in
+                                                render_by_node(plan.placement))]
     lines += [
         "Per global step:",
         f"  env steps        {plan.env_steps:,}",

@@ -46,6 +46,7 @@ from dexrl.runs import (
     load_run_config,
     planned_steps,
 )
+from dexrl.runstate import watch_private_ray
 
 __all__ = [
     "BANNER", "MARKER", "Progress", "prepare", "launch", "worker_env", "gl_backend",
@@ -246,6 +247,16 @@ def _stop_ray() -> None:
         ray.shutdown()
 
 
+def _node_check(cluster: Any, address: str | None, run_dir: Path
+                ) -> Callable[[int], DexrlError | None] | None:
+    """Watch the nodes of an attached cluster (a private one lives and dies with this process)."""
+    if address is None:
+        return None
+    from dexrl.bridge.nodes import cluster_nodes, lost_node_check
+
+    return lost_node_check(cluster_nodes(cluster), str(run_dir))
+
+
 # Launch -------------------------------------------------------------------------------------
 
 def _validate(cfg: DictConfig) -> DictConfig:
@@ -345,6 +356,8 @@ def launch(
         try:
             _check_nodes(cfg, address, node_wait_s)
             cluster = _create_cluster(cfg, address)
+            if address is None:  # reaped at once should this process be killed
+                watch_private_ray(run_dir)
             phase("Ray and RLinf's cluster up")
             failure.install()
             _check_workers_register(cfg, os.environ["RLINF_EXT_MODULE"], env)
@@ -353,7 +366,8 @@ def launch(
             phase("config validated by RLinf")
             supervisor = Supervisor(start_step=start_step, total=total,
                                     stall_timeout_s=stall_timeout_s, failure=failure,
-                                    on_progress=on_progress, output=output, log_hint=log_hint)
+                                    on_progress=on_progress, output=output, log_hint=log_hint,
+                                    node_check=_node_check(cluster, address, run_dir))
             supervisor.run(_pipeline(cfg, cluster, supervisor))
         except KeyboardInterrupt:
             output.say(f"Interrupted; stopping workers. Checkpoints so far are in "

@@ -129,6 +129,8 @@ def load_and_resolve(model_types: Sequence[str]) -> RoundTrip:
 
     ext_module = os.environ.get(EXT_MODULE_VAR, "")
     node = ray.util.get_node_ip_address() if ray.is_initialized() else ""
+    if node and os.environ.get("RLINF_NODE_RANK"):  # several nodes may share one address
+        node = f"node {os.environ['RLINF_NODE_RANK']} ({node})"
     if not ext_module:
         return RoundTrip(False, f"{EXT_MODULE_VAR} is not set in the worker", "", node=node)
     recorder = _Records()

@@ -189,6 +189,9 @@ class _Outcome:
     tb: str = ""
 
 
+NODE_DEATH_WAIT_S = 20.0  # Ray's health check marks a node dead after about 15 s
+
+
 class Supervisor:
     """Runs ``target`` (RLinf's loop) in a thread and turns what happens into events or errors.
 
@@ -197,11 +200,13 @@ class Supervisor:
 
     def __init__(self, *, start_step: int, total: int, stall_timeout_s: float,
                  failure: FailureSignal, on_progress: Callable[[Progress], None] | None,
-                 output: Output, log_hint: str) -> None:
+                 output: Output, log_hint: str,
+                 node_check: Callable[[int], DexrlError | None] | None = None) -> None:
         self.step, self.total = start_step, total
         self.stall_timeout_s = stall_timeout_s
         self.failure, self.on_progress, self.output = failure, on_progress, output
         self.log_hint = log_hint
+        self.node_check = node_check  # the error naming a lost node, given the step
         self._events: queue.Queue[Progress] = queue.Queue()
         self._t0 = time.monotonic()
         self._thread: threading.Thread | None = None
@@ -266,7 +271,7 @@ class Supervisor:
             now = time.monotonic()
             if now - last_actor_check > 15:
                 last_actor_check = now
-                if dead_actor_causes():
+                if self._lost_node() or dead_actor_causes():
                     raise self._worker_failure()
             if now - last_event > self.stall_timeout_s:
                 raise self._stall(now - last_event)
@@ -285,7 +290,7 @@ class Supervisor:
 
     def _runner_error(self, outcome: _Outcome) -> DexrlError:
         time.sleep(1.0)  # a worker failure makes RLinf's loop trip over None results: let it land
-        if self.failure.event.is_set() or dead_actor_causes():
+        if self.failure.event.is_set() or self._lost_node() or dead_actor_causes():
             return self._worker_failure()
         print(outcome.tb, file=sys.stderr)
         exc = outcome.error
@@ -294,8 +299,22 @@ class Supervisor:
             f"the traceback is in {self.log_hint}",
         )
 
+    def _lost_node(self, wait_s: float = 0.0) -> DexrlError | None:
+        """The error naming a lost node; Ray marks a node dead some seconds after its workers."""
+        if self.node_check is None:
+            return None
+        deadline = time.monotonic() + wait_s
+        while (lost := self.node_check(self.step + 1)) is None and time.monotonic() < deadline:
+            time.sleep(2.0)
+        return lost
+
     def _worker_failure(self) -> DexrlError:
         causes = failed_task_causes() or dead_actor_causes()
+        # A lost node explains every failure on it; wait for Ray to notice when it may be that.
+        maybe_node = not causes or any("node" in c[1].lower() for c in causes)
+        lost = self._lost_node(wait_s=NODE_DEATH_WAIT_S if maybe_node else 0.0)
+        if lost is not None:
+            return lost
         if not causes:
             return DexrlError(f"an RLinf worker failed during step {self.step + 1}",
                               f"the worker's traceback is in {self.log_hint}")

@@ -99,7 +99,7 @@ def resume(
     """Continue a run from its latest complete checkpoint (or --step N)."""
     from omegaconf import OmegaConf
 
-    from dexrl import runs
+    from dexrl import runs, runstate
     from dexrl.checks.config import Facts, run_config_checks
     from dexrl.console import console
 
@@ -122,7 +122,8 @@ def resume(
                          f"raise runner.max_steps above {checkpoint.step}, e.g. "
                          f"`dexrl resume {run_dir} runner.max_steps={checkpoint.step + 1}`")
     out = console()
-    notes = runs.skipped(opened.dir, checkpoint)
+    notes = [line[0].upper() + line[1:] + "." for line in runstate.story(opened.dir)]
+    notes += runs.skipped(opened.dir, checkpoint)
     if opened.moved_from is not None:
         notes.append(f"note: the run folder was at {opened.moved_from}; its paths now point "
                      f"into {opened.dir}")
@@ -135,6 +136,12 @@ def resume(
             out.print(line, markup=False)
         return
     check_ray_address(ray_address)
+    previous = runstate.previous_run(opened.dir)
+    if previous is not None and previous.still_running:
+        raise DexrlError(f"dexrl process {previous.pid} on {previous.host} is still running "
+                         "this run", "wait for it to end or stop it (Ctrl-C), then resume; if "
+                         f"that process is gone, delete {opened.dir / runstate.STATE_FILE}",
+                         where=str(opened.dir))
     new = runs.resolved(new)
     runs.save_config(opened.dir, new)
     out.print(f"Resuming {opened.dir} from {checkpoint.path.name}", markup=False)

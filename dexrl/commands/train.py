@@ -106,15 +106,27 @@ def write_smoke_checkpoint(run_dir: Path, model_type: str) -> Path | None:
 def run(cfg: DictConfig, run_dir: Path, *, smoke: bool, resume_from: Path | None,
         ray_address: str | None, verbose: bool, stall_timeout: float) -> int:
     """Register, launch and print progress; shared by ``train`` and ``resume``."""
-    from dexrl import runs
+    from dexrl import runs, runstate
     from dexrl.bridge import launch as bridge
     from dexrl.commands.progress import ProgressPrinter
 
     bridge.prepare(cfg, smoke=smoke)
     runs.use_wandb_run_id(run_dir)
+    tracker = runstate.begin(run_dir, runs.checkpoint_step(resume_from) or 0 if resume_from else 0)
     printer = ProgressPrinter(run_dir=run_dir)
-    code = bridge.launch(cfg, run_dir, resume_from=resume_from, ray_address=ray_address,
-                         verbose=verbose, stall_timeout_s=stall_timeout, on_progress=printer)
+
+    def show(event: bridge.Progress) -> None:
+        printer(event)
+        if event.kind == "step":
+            tracker.step_done(event.step)
+
+    status = "failed"
+    try:
+        code = bridge.launch(cfg, run_dir, resume_from=resume_from, ray_address=ray_address,
+                             verbose=verbose, stall_timeout_s=stall_timeout, on_progress=show)
+        status = "finished" if code == 0 else "interrupted"
+    finally:
+        tracker.end(status)
     printer.curves()  # RLinf closed its TensorBoard writer: the last step is on disk now
     return code
 
@@ -140,7 +152,7 @@ def train(
     overrides: list[str] = typer.Argument(None, help="Hydra overrides, key=value."),
 ) -> None:
     """Train a policy with PPO on LIBERO, RLinf as the backend."""
-    from dexrl import runs
+    from dexrl import runs, runstate
     from dexrl.checks.config import Facts, run_config_checks
 
     overrides = list(overrides or [])
@@ -176,7 +188,11 @@ def train(
     if not smoke and gpus == 0 and not ray_address:
         raise DexrlError("no CUDA GPU on this machine for a GPU placement; nothing was started",
                          "try `dexrl train ... --smoke` for a CPU run, or run `dexrl doctor`")
-    runs.check_new_run_dir(target)
+    try:
+        runs.check_new_run_dir(target)
+    except DexrlError as exc:  # say what happened to a run that was killed there
+        exc.details += runstate.story(target)
+        raise
     check_ray_address(ray_address)
     cfg = result.cfg
     target.mkdir(parents=True, exist_ok=True)

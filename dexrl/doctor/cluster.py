@@ -55,6 +55,17 @@ class NodeFacts:
     mem_available: int | None = None
     shm_total: int | None = None
     error: str | None = None
+    node_id: str = ""
+
+    @property
+    def address(self) -> str:
+        """The address, with Ray's node id when known (several nodes may share one address)."""
+        return f"{self.ip}/{self.node_id[:8]}" if self.node_id else self.ip
+
+    @property
+    def label(self) -> str:
+        """The node's name in findings: its ``RLINF_NODE_RANK`` when set, else its address."""
+        return f"node {self.node_rank} ({self.ip})" if self.node_rank is not None else self.address
 
 
 @dataclass(frozen=True)
@@ -187,7 +198,7 @@ def probe_nodes(timeout: float) -> list[NodeFacts]:
     for node, ref in zip(alive, refs, strict=True):
         base = {"ip": node.get("NodeManagerAddress", "?"),
                 "cpus": float(node["Resources"].get("CPU", 0)),
-                "gpus": float(node["Resources"].get("GPU", 0))}
+                "gpus": float(node["Resources"].get("GPU", 0)), "node_id": node["NodeID"]}
         if ref not in ready:
             facts.append(NodeFacts(**base, error=f"no answer from a task within {timeout:.0f} s"))
             continue
@@ -195,7 +206,12 @@ def probe_nodes(timeout: float) -> list[NodeFacts]:
             facts.append(NodeFacts(**base, **ray.get(ref)))
         except Exception as exc:  # the worker died or could not start
             facts.append(NodeFacts(**base, error=" ".join(str(exc).split())[:200]))
-    return facts
+    return sorted(facts, key=_rank_order)
+
+
+def _rank_order(n: NodeFacts) -> tuple[int, str]:
+    rank = (n.node_rank or "").strip()
+    return (int(rank) if rank.isdigit() else 1 << 30, n.ip)
 
 
 # Checks -------------------------------------------------------------------------------------
@@ -210,7 +226,7 @@ def planned_nodes(cfg: DictConfig | None, alive: int) -> int:
 def check_nodes(r: RayFacts, cfg: DictConfig | None, gpus_per_node: int | None) -> CheckResult:
     """Alive nodes against ``cluster.num_nodes``; GPUs per node against the placement."""
     want = planned_nodes(cfg, len(r.nodes))
-    shown = "; ".join(f"{n.ip} ({n.cpus:g} CPUs, {n.gpus:g} GPUs)" for n in r.nodes)
+    shown = "; ".join(f"{n.label} ({n.cpus:g} CPUs, {n.gpus:g} GPUs)" for n in r.nodes)
     how = (f"private local Ray started in {r.start_s:.1f} s" if r.mode == "private"
            else f"attached to {r.address} in {r.start_s:.1f} s")
     facts = {"mode": r.mode, "address": r.address, "nodes": [asdict(n) for n in r.nodes]}
@@ -221,14 +237,14 @@ def check_nodes(r: RayFacts, cfg: DictConfig | None, gpus_per_node: int | None) 
                     "start Ray on the missing nodes (`ray start --address=<head:port>` with "
                     f"{NODE_RANK_VAR} set) or lower cluster.num_nodes", **facts)
     if dead:
-        return fail("ray.nodes", f"node {dead[0].ip} did not run a task: {dead[0].error}",
+        return fail("ray.nodes", f"{dead[0].label} did not run a task: {dead[0].error}",
                     "check that node's raylet (`ray status`, its logs under /tmp/ray) and "
                     "restart Ray there", **facts)
     # A private instance sees this machine's GPUs, which cuda.placement checks already.
     short = [n for n in r.nodes[:want]
              if r.mode == "attached" and gpus_per_node and n.gpus < gpus_per_node]
     if short:
-        return fail("ray.nodes", f"{how}; node {short[0].ip} offers {short[0].gpus:g} GPU(s) to "
+        return fail("ray.nodes", f"{how}; {short[0].label} offers {short[0].gpus:g} GPU(s) to "
                     f"Ray, the placement needs {gpus_per_node} per node",
                     "start Ray with the node's GPUs visible (`ray start ... --num-gpus N`) or "
                     "change cluster.component_placement", **facts)
@@ -242,7 +258,7 @@ def check_nodes(r: RayFacts, cfg: DictConfig | None, gpus_per_node: int | None) 
 def check_node_ranks(r: RayFacts, cfg: DictConfig | None) -> CheckResult:
     """With several nodes, every node sets a unique ``RLINF_NODE_RANK`` in 0..N-1."""
     want = planned_nodes(cfg, len(r.nodes))
-    ranks = {n.ip: n.node_rank for n in r.nodes}
+    ranks = {n.address: n.node_rank for n in r.nodes}
     if want <= 1 and len(r.nodes) <= 1:
         return ok("ray.node_rank", f"one node: {NODE_RANK_VAR} is not needed", ranks=ranks)
     unset = [ip for ip, v in ranks.items() if v is None]
@@ -259,6 +275,33 @@ def check_node_ranks(r: RayFacts, cfg: DictConfig | None) -> CheckResult:
         return fail("ray.node_rank", f"{NODE_RANK_VAR} repeats across nodes: {ranks}", RANK_FIX,
                     ranks=ranks)
     return ok("ray.node_rank", f"{NODE_RANK_VAR} unique on {len(values)} nodes", ranks=ranks)
+
+
+def check_placement(r: RayFacts, cfg: DictConfig | None) -> CheckResult:
+    """The worker groups each node (by ``RLINF_NODE_RANK``) gets from the config's placement."""
+    from dexrl.launch_plan import by_node, placement, render_by_node
+
+    if cfg is None:
+        return skip("ray.placement", "no config to place", NO_CONFIG_FIX)
+    gpus = int(min((n.gpus for n in r.nodes), default=0))
+    try:
+        placed = placement(cfg, gpus)
+    except ValueError as exc:  # the config check names the bad placement
+        return skip("ray.placement", f"cluster.component_placement does not parse: {exc}",
+                    "fix cluster.component_placement (`dexrl validate` explains)")
+    nodes = by_node(placed)
+    facts = {"by_node": {str(k): v for k, v in nodes.items()}, "gpus_per_node": gpus}
+    unit = "node ranks (no GPUs)" if gpus == 0 else f"GPU ids ({gpus} per node)"
+    finding = f"placement ids are {unit}: " + "; ".join(render_by_node(placed))
+    absent = [k for k in nodes if k >= len(r.nodes)]
+    if absent and gpus == 0:
+        return skip("ray.placement", f"no GPUs in the cluster, and as node ranks the placement "
+                    f"needs node {absent[0]}", "cuda.placement and ray.nodes say what is missing",
+                    **facts)
+    if absent:
+        return fail("ray.placement", f"{finding}; node {absent[0]} is not in the cluster",
+                    "start Ray on that node or change cluster.component_placement", **facts)
+    return ok("ray.placement", finding, **facts)
 
 
 def check_other_ray(o: OtherRay) -> CheckResult:
@@ -305,12 +348,12 @@ def check_ram(r: RayFacts, cfg: DictConfig | None) -> CheckResult:
     head = f"{per_node} LIBERO env process(es) per node need ≈{need / GB:.0f} GB"
     for n in r.nodes:
         if n.mem_total is not None and need > n.mem_total:
-            return fail("ray.ram", f"{head}, node {n.ip} has {n.mem_total / GB:.0f} GB: the "
+            return fail("ray.ram", f"{head}, {n.label} has {n.mem_total / GB:.0f} GB: the "
                         "raylet OOM-kills workers", f"lower env.train.total_num_envs (≈{fits} "
                         "fit), or add nodes", **facts)
     for n in r.nodes:
         if n.mem_available is not None and need > n.mem_available:
-            return warn("ray.ram", f"{head}, node {n.ip} has {n.mem_available / GB:.0f} GB "
+            return warn("ray.ram", f"{head}, {n.label} has {n.mem_available / GB:.0f} GB "
                         f"available of {n.mem_total / GB:.0f} GB", "stop other memory users "
                         "there or lower env.train.total_num_envs", **facts)
     low = min((n.mem_available or 0) for n in r.nodes)
@@ -324,7 +367,7 @@ def check_shm(r: RayFacts) -> CheckResult:
             continue
         want = OBJECT_STORE_FRACTION * n.mem_available
         if n.shm_total < want:
-            return warn("ray.shm", f"node {n.ip}: /dev/shm is {n.shm_total / GIB:.1f} GiB, under "
+            return warn("ray.shm", f"{n.label}: /dev/shm is {n.shm_total / GIB:.1f} GiB, under "
                         f"the {want / GIB:.1f} GiB Ray's object store wants: it is capped and "
                         "spills to disk",
                         f"enlarge /dev/shm (docker: --shm-size={math.ceil(want / GIB)}g)",
@@ -360,6 +403,7 @@ def run(ctx: Context) -> Iterator[CheckResult]:
         yield guarded("ray.nodes", check_nodes, facts, ctx.cfg, per_node).timed(
             start_s + time.monotonic() - start)
         yield guarded("ray.node_rank", check_node_ranks, facts, ctx.cfg)
+        yield guarded("ray.placement", check_placement, facts, ctx.cfg)
         yield guarded("ray.ram", check_ram, facts, ctx.cfg)
         yield guarded("ray.shm", check_shm, facts)
         types = extension.model_types(ctx.cfg)

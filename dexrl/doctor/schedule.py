@@ -79,7 +79,8 @@ def areas(findings: Sequence[Finding] | None) -> list[Area]:
         Area("render", render.run, ("render.backend", "render.egl", "render.offscreen")),
         Area("libero", libero.run,
              ("libero.import", "libero.config", "libero.assets", "libero.env")),
-        Area("ray", cluster.run, ("ray.stale", "ray.nodes", "ray.node_rank", "ray.ram", "ray.shm",
+        Area("ray", cluster.run, ("ray.stale", "ray.nodes", "ray.node_rank", "ray.placement",
+                                  "ray.ram", "ray.shm",
                                   "extension.roundtrip")),
         Area("checkpoint", checkpoint_area.run, ("checkpoint.files", "checkpoint.disk")),
     ]

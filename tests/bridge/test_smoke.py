@@ -15,6 +15,7 @@ import subprocess
 import sys
 import threading
 import time
+from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -66,12 +67,13 @@ def smoke(run_dir: Path, mode: str, *overrides: str, **kwargs: object) -> Run:
 
 def run_process(cmd: list[str], run_dir: Path, *, env: dict[str, str] | None = None,
                 interrupt_after: str | None = None, watch_log: str | None = None,
-                timeout: float = 600, cwd: Path | None = None) -> Run:
+                on_line: Callable[[str], object] | None = None, timeout: float = 600,
+                cwd: Path | None = None) -> Run:
     """Run ``cmd`` and sample the peak memory (PSS) of its whole process tree.
 
     With ``interrupt_after``, send SIGINT to its process group (as a terminal's Ctrl-C does)
     once that text appears on stdout. With ``watch_log``, note when that text first appears in
-    the run's ``logs/driver.log``.
+    the run's ``logs/driver.log``. ``on_line`` is called with every stdout line.
     """
     full_env = {**os.environ, **(env or {})}
     full_env["PYTHONPATH"] = os.pathsep.join(filter(None, [str(HERE), full_env.get("PYTHONPATH")]))
@@ -102,6 +104,8 @@ def run_process(cmd: list[str], run_dir: Path, *, env: dict[str, str] | None = N
             stdout_lines.append(line)
             if interrupt_after and interrupt_after in line:
                 os.killpg(proc.pid, signal.SIGINT)
+            if on_line is not None:
+                on_line(line)
             if time.monotonic() > deadline:
                 break
         stderr = proc.stderr.read()

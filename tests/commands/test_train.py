@@ -42,6 +42,29 @@ def test_dry_run_prints_the_plan_and_writes_nothing(cwd: Path) -> None:
     assert list(cwd.iterdir()) == []
 
 
+def test_dry_run_shows_the_worker_groups_per_node_of_a_two_node_placement(cwd: Path) -> None:
+    result = run("train", *SPATIAL_PI0, "--smoke", "--dry-run", "cluster.num_nodes=2",
+                 "~cluster.component_placement",
+                 "+cluster.component_placement={actor:0,env\\,rollout:1}")
+    assert result.exit_code == 0, result.output
+    assert "  node 0: actor ×1\n  node 1: env ×1, rollout ×1\n" in result.stdout
+
+
+def test_a_folder_whose_driver_was_killed_says_so(cwd: Path) -> None:
+    from dexrl.testing.runstate import write_killed_run
+
+    folder = cwd / "killed"
+    (folder / "checkpoints" / "global_step_1").mkdir(parents=True)
+    (folder / "checkpoints" / "global_step_1" / runs.MARKER).write_text("{}")
+    (folder / "config.yaml").write_text("{}")
+    write_killed_run(folder, 1)
+    result = run("train", *SPATIAL_PI0, "--smoke", "--run-dir", str(folder))
+    assert result.exit_code == 2
+    assert "already holds another run" in result.stderr
+    assert ("the last run of this folder was interrupted during step 2" in result.stderr
+            and "the last complete checkpoint is global_step_1" in result.stderr)
+
+
 def test_dry_run_refuses_a_broken_config(cwd: Path) -> None:
     result = run("train", *SPATIAL_PI0, "--dry-run", "env.train.total_num_envs=63")
     assert result.exit_code == 2

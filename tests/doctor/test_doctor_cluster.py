@@ -17,6 +17,7 @@ from dexrl.doctor.cluster import (
     check_node_ranks,
     check_nodes,
     check_other_ray,
+    check_placement,
     check_ram,
     check_shm,
     env_processes,
@@ -153,3 +154,17 @@ def test_ray_that_does_not_start_is_a_fail_row(monkeypatch: pytest.MonkeyPatch) 
     assert [(r.id, r.status) for r in rows] == [("ray.stale", "ok"), ("ray.nodes", "fail")]
     assert "Ray did not start: ConnectionError: AuthenticationError" in rows[1].finding
     assert "RAY_AUTH_MODE=token" in rows[1].fix
+
+
+def test_placement_per_node_by_rank() -> None:
+    placed = OmegaConf.create({"cluster": {"num_nodes": 2, "component_placement": {
+        "actor": "0", "env,rollout": "1"}}})
+    cpu = ray(node(gpus=0, rank="0"), node("10.0.0.2", gpus=0, rank="1"), mode="attached")
+    row = check_placement(cpu, placed)
+    assert row.status == "ok"
+    assert row.finding == ("placement ids are node ranks (no GPUs): node 0: actor ×1; "
+                           "node 1: env ×1, rollout ×1")
+    gpu = check_placement(ray(node(gpus=8, rank="0"), mode="attached"), OmegaConf.create(
+        {"cluster": {"num_nodes": 2, "component_placement": {"actor": "0-7", "env": "8-15"}}}))
+    assert gpu.status == "fail" and "node 1 is not in the cluster" in gpu.finding
+    assert check_placement(cpu, None).status == "skip"

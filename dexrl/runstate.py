@@ -1,0 +1,230 @@
+"""What a run folder says about the process that last ran it: running, finished, or interrupted.
+
+``RUN_DIR/run-state.json`` is written when ``train``/``resume`` hands the run to RLinf
+(``status: running``, the driver's pid, host and process start time), updated after every
+global step and checkpoint, and closed with ``finished``, ``failed`` or ``interrupted``. A driver
+killed with SIGKILL cannot close it: the next ``train``/``resume`` on the folder finds
+``running`` with a dead pid and says so (:func:`previous_run`).
+
+The private Ray instance a driver starts (gcs_server, raylet, agents, workers) outlived a killed
+driver by one to two minutes. :func:`watch_private_ray` records those processes and starts a
+small reaper in its own session that kills them as soon as the driver is gone; the next launch
+on the folder reaps whatever a killed reaper left (:func:`reap_recorded`). Processes are
+identified by pid *and* start time, so a recycled pid is never touched. Linux only (``/proc``).
+"""
+
+from __future__ import annotations
+
+import contextlib
+import json
+import os
+import signal
+import socket
+import subprocess
+import sys
+import time
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+STATE_FILE = "run-state.json"
+PROC = Path("/proc")
+
+
+# Processes ----------------------------------------------------------------------------------
+
+def start_time(pid: int) -> int | None:
+    """The kernel's start time of ``pid`` (clock ticks since boot), None when it is gone."""
+    try:
+        stat = (PROC / str(pid) / "stat").read_text()
+    except OSError:
+        return None
+    return int(stat.rpartition(")")[2].split()[19])
+
+
+def alive(pid: int, started: int | None) -> bool:
+    """Whether ``pid`` still runs and is the same process (same start time)."""
+    now = start_time(pid)
+    return now is not None and (started is None or now == started)
+
+
+def _children() -> dict[int, list[int]]:
+    tree: dict[int, list[int]] = {}
+    for entry in PROC.iterdir():
+        if not entry.name.isdigit():
+            continue
+        with contextlib.suppress(OSError, IndexError, ValueError):
+            ppid = int((entry / "stat").read_text().rpartition(")")[2].split()[1])
+            tree.setdefault(ppid, []).append(int(entry.name))
+    return tree
+
+
+def descendants(pid: int) -> list[int]:
+    """Every process below ``pid``, breadth first."""
+    tree, out, todo = _children(), [], [pid]
+    while todo:
+        kids = tree.get(todo.pop(0), [])
+        out += kids
+        todo += kids
+    return out
+
+
+def kill_tree(procs: list[tuple[int, int | None]]) -> int:
+    """SIGKILL each still-identical ``(pid, start time)`` and everything below it; the count."""
+    victims: list[int] = []
+    for pid, started in procs:
+        if alive(pid, started):
+            victims += [pid, *descendants(pid)]
+    for pid in dict.fromkeys(victims):
+        with contextlib.suppress(ProcessLookupError, PermissionError):
+            os.kill(pid, signal.SIGKILL)
+    return len(set(victims))
+
+
+# The state file -----------------------------------------------------------------------------
+
+@dataclass(frozen=True)
+class Previous:
+    """What the state file says about the last process that ran a folder.
+
+    Attributes:
+        status: ``running``, ``finished``, ``failed`` or ``interrupted``.
+        step: The last global step that finished.
+        pid: The driver's pid.
+        host: The driver's host.
+        still_running: The driver process is alive (same host, same pid and start time).
+    """
+
+    status: str
+    step: int
+    pid: int
+    host: str
+    still_running: bool
+
+    @property
+    def killed(self) -> bool:
+        """It said ``running`` and its process is gone: it was killed (or its machine died)."""
+        return self.status == "running" and not self.still_running
+
+
+def read(run_dir: Path) -> dict[str, Any]:
+    """The state file's content ({} when there is none or it is unreadable)."""
+    try:
+        data = json.loads((Path(run_dir) / STATE_FILE).read_text())
+    except (OSError, ValueError):
+        return {}
+    return data if isinstance(data, dict) else {}
+
+
+def _write(run_dir: Path, data: dict[str, Any]) -> None:
+    path = Path(run_dir) / STATE_FILE
+    tmp = path.with_suffix(".tmp")
+    tmp.write_text(json.dumps(data, indent=2) + "\n")
+    os.replace(tmp, path)
+
+
+def previous_run(run_dir: Path) -> Previous | None:
+    """The last process that ran ``run_dir``, if the folder recorded one."""
+    data = read(run_dir)
+    if "status" not in data:
+        return None
+    pid, host = int(data.get("pid", 0)), str(data.get("host", ""))
+    here = host == socket.gethostname()
+    running = here and pid > 0 and alive(pid, data.get("pid_start"))
+    if not here and data["status"] == "running":
+        running = True  # another machine's process: it cannot be checked from here
+    return Previous(str(data["status"]), int(data.get("step", 0)), pid, host, running)
+
+
+def story(run_dir: Path) -> list[str]:
+    """What happened to the folder's last run when it did not close its record (else [])."""
+    from dexrl.runs import checkpoints
+
+    prev = previous_run(run_dir)
+    if prev is None or not prev.killed:
+        return []
+    complete = [c for c in checkpoints(run_dir) if c.complete]
+    last = (f"the last complete checkpoint is {complete[-1].path.name}" if complete
+            else "it left no complete checkpoint")
+    return [f"the last run of this folder was interrupted during step {prev.step + 1} (process "
+            f"{prev.pid} on {prev.host} ended without closing the run, e.g. killed); {last}"]
+
+
+class Tracker:
+    """Keeps ``run-state.json`` current for one launch (created by :func:`begin`)."""
+
+    def __init__(self, run_dir: Path, step: int) -> None:
+        self.run_dir = Path(run_dir)
+        self.data: dict[str, Any] = {
+            "schema": 1, "status": "running", "step": step, "pid": os.getpid(),
+            "pid_start": start_time(os.getpid()), "host": socket.gethostname(),
+            "started": time.strftime("%Y-%m-%dT%H:%M:%S%z"),
+        }
+        _write(self.run_dir, self.data)
+
+    def _update(self, **fields: Any) -> None:
+        self.data.update(fields)
+        # launch adds the private Ray's processes to the same file: keep them
+        _write(self.run_dir, {**read(self.run_dir), **self.data})
+
+    def step_done(self, step: int) -> None:
+        """A global step finished."""
+        self._update(step=step)
+
+    def end(self, status: str) -> None:
+        """Close the record: ``finished``, ``failed`` or ``interrupted``."""
+        self._update(status=status, ended=time.strftime("%Y-%m-%dT%H:%M:%S%z"))
+
+
+def begin(run_dir: Path, step: int) -> Tracker:
+    """Reap what a killed earlier run of the folder left, then record this run as running."""
+    reap_recorded(run_dir)
+    return Tracker(run_dir, step)
+
+
+# The private Ray instance -------------------------------------------------------------------
+
+def watch_private_ray(run_dir: Path) -> None:
+    """Record this process's Ray processes and start a reaper that kills them once it is gone.
+
+    Call right after the private Ray instance started: its gcs_server, raylet and agents are
+    below this process then; the reaper also follows the workers started later.
+    """
+    me = os.getpid()
+    # The whole tree: Ray's agents are the raylet's children and are orphaned, not ended, when
+    # the raylet goes down with the driver.
+    procs = [(pid, start_time(pid)) for pid in descendants(me)]
+    procs = [(pid, started) for pid, started in procs if started is not None]
+    data = read(run_dir)
+    data["ray_processes"] = procs
+    _write(run_dir, data)
+    args = [sys.executable, "-m", "dexrl.runstate", str(me), str(start_time(me))]
+    args += [f"{pid}:{started}" for pid, started in procs]
+    subprocess.Popen(args, stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL,
+                     stderr=subprocess.DEVNULL, start_new_session=True, close_fds=True)
+
+
+def reap_recorded(run_dir: Path) -> int:
+    """Kill the private Ray processes an earlier, dead driver of ``run_dir`` left; the count."""
+    data = read(run_dir)
+    prev = previous_run(run_dir)
+    if prev is None or prev.still_running or data.get("host") != socket.gethostname():
+        return 0
+    return kill_tree([(int(p), s) for p, s in data.get("ray_processes", [])])
+
+
+def _reaper(driver: int, driver_start: int, procs: list[tuple[int, int | None]],
+            poll_s: float = 1.0) -> None:
+    known = dict(procs)
+    while alive(driver, driver_start):
+        for pid in descendants(driver):  # workers and agents started since
+            known.setdefault(pid, start_time(pid))
+        if not any(alive(p, s) for p, s in known.items()):
+            return  # the driver stopped its Ray itself
+        time.sleep(poll_s)
+    kill_tree(list(known.items()))
+
+
+if __name__ == "__main__":  # the reaper: python -m dexrl.runstate DRIVER START PID:START ...
+    pairs = [item.split(":") for item in sys.argv[3:]]
+    _reaper(int(sys.argv[1]), int(sys.argv[2]), [(int(p), int(s)) for p, s in pairs])
