@@ -45,7 +45,7 @@ def build_context(suite: str | None, model: str | None, config_name: str | None,
     """
     from dexrl.catalog import get_suite
     from dexrl.commands.train import ckpt_overrides, resolve_ckpt
-    from dexrl.commands.validate import compose_and_check, suite_of
+    from dexrl.config import compose_and_check, suite_of
     from dexrl.doctor.context import DEFAULT_SUITE, Budget, Context
 
     ctx = Context(Budget(budget), suite=DEFAULT_SUITE, ray_address=ray_address or None,

@@ -11,11 +11,12 @@ import typer
 
 from dexrl.catalog import get_policy
 from dexrl.checks import Finding, errors
-from dexrl.commands.validate import Validated, compose_and_check, suite_of
 from dexrl.errors import DexrlError
 
 if TYPE_CHECKING:
     from omegaconf import DictConfig
+
+    from dexrl.config import Validated
 
 EPILOG = """\
 Examples:
@@ -140,6 +141,7 @@ def train(
     """Train a policy with PPO on LIBERO, RLinf as the backend."""
     from dexrl import runs
     from dexrl.checks.config import Facts, run_config_checks
+    from dexrl.config import compose_and_check, suite_of
 
     overrides = list(overrides or [])
     runs.refuse_owned_overrides(overrides, "--run-dir DIR picks the run folder")
