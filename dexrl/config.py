@@ -1,6 +1,7 @@
 """Compose the packaged Hydra tree with the compose API (never ``@hydra.main``).
 
-One function, :func:`compose`, serves validate, train, doctor and the tests. A plugin policy has
+One function, :func:`compose`, serves validate, train, doctor and the tests;
+:func:`compose_and_check` adds every config check to it. A plugin policy has
 no top-level files: its configs ``<suite>_ppo_<model_type>`` are the shipped configs of its
 template policy with the plugin's package added to Hydra's search path and its ``model`` group
 entry merged over ``actor.model`` (see :func:`plugin_composition`).
@@ -10,14 +11,18 @@ from __future__ import annotations
 
 import re
 import warnings
+from dataclasses import dataclass
 from importlib import resources
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from omegaconf import DictConfig, OmegaConf, open_dict
 
 from dexrl.catalog import SUITES, config_name, did_you_mean, policies
 from dexrl.errors import DexrlError
+
+if TYPE_CHECKING:
+    from dexrl.checks import Finding
 
 
 def conf_dir() -> Path:
@@ -205,3 +210,34 @@ def _hydra_error(exc: BaseException, name: str, overrides: list[str]) -> DexrlEr
                           "overrides are key=value, quote values with spaces")
     return DexrlError(f"could not compose config '{name}': {text}",
                       "check the overrides and the config files")
+
+
+@dataclass
+class Validated:
+    """A composed config and everything the checks found."""
+
+    name: str
+    cfg: DictConfig
+    findings: list[Finding]
+
+
+def compose_and_check(
+    suite: str | None,
+    model: str | None,
+    config_name: str | None,
+    overrides: list[str],
+    gpus_per_node: int = 8,
+) -> Validated:
+    """Compose the chosen config with overrides and run every config check."""
+    from dexrl.checks.config import Facts, run_config_checks
+
+    name = resolve_config_name(suite, model, config_name)
+    cfg = compose(name, overrides)
+    facts = Facts(suite=suite_of(cfg, suite), gpus_per_node=gpus_per_node)
+    return Validated(name, cfg, run_config_checks(cfg, facts))
+
+
+def suite_of(cfg: DictConfig, suite: str | None) -> str | None:
+    """The LIBERO suite a config trains on (from the flag, else from the env group)."""
+    return suite if suite and suite.startswith("libero_") else OmegaConf.select(
+        cfg, "env.train.task_suite_name", default=suite)

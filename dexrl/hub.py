@@ -377,3 +377,21 @@ def remove_manifest(directory: Path, name: str = MANIFEST_NAME) -> None:
         (Path(directory) / name).unlink(missing_ok=True)
     except OSError as exc:
         raise _os_error(exc, Path(directory)) from None
+
+
+def resolve_ckpt(ckpt: str) -> Path:
+    """A checkpoint path, or a hub repo id with a verified ``dexrl download``."""
+    path = Path(ckpt).expanduser()
+    if path.exists():
+        return path.resolve()
+    if ckpt.count("/") == 1 and not ckpt.startswith((".", "/", "~")):
+        local = checkpoint_dir(ckpt)
+        manifest = read_download_manifest(local) if local.is_dir() else None
+        if manifest is not None and manifest.verified:
+            return local
+        raise DexrlError(f"checkpoint '{ckpt}' has no verified download in {local}",
+                         f"run `dexrl download {ckpt}` first, or pass a local path",
+                         where="--ckpt")
+    raise DexrlError(f"checkpoint path does not exist: {ckpt}",
+                     "pass a checkpoint directory or a repo id fetched by `dexrl download`",
+                     where="--ckpt")

@@ -1,9 +1,10 @@
 """The import layering, read from the source with ``ast`` (no module is imported).
 
-Data flows ``cli -> commands/<verb> -> library (config, checks, evaluation, ...) -> models or
-bridge -> RLinf``; the declarations (:mod:`dexrl.specs`, :mod:`dexrl.plugins`,
-:mod:`dexrl.catalog`) and the small shared modules (:mod:`dexrl.errors`, :mod:`dexrl.vec_env`)
-sit below all of them. Every import counts, also those inside functions.
+Data flows ``cli -> commands/<verb> -> library (config, checks, training, evaluation, ...) ->
+models or bridge -> RLinf``, and the verbs are leaves: no command imports another. The
+declarations (:mod:`dexrl.specs`, :mod:`dexrl.plugins`, :mod:`dexrl.catalog`) and the small
+shared modules (:mod:`dexrl.errors`, :mod:`dexrl.vec_env`) sit below all of them.
+Every import counts, also those inside functions.
 """
 
 from __future__ import annotations
@@ -65,6 +66,19 @@ def test_only_the_cli_imports_the_commands() -> None:
     assert found == []
 
 
+def command_imports(imports: dict[str, set[str]] = IMPORTS) -> list[str]:
+    """``command -> name`` for every import of one command module by another."""
+    return sorted(f"{module} -> {name}" for module, names in imports.items()
+                  if _within(module, "dexrl.commands") and module != "dexrl.commands"
+                  for name in names if _within(name, "dexrl.commands")
+                  and name != "dexrl.commands" and not _within(name, module))
+
+
+def test_no_command_imports_another() -> None:
+    """What two verbs share lives in a library module (training, config, hub, downloads, ...)."""
+    assert command_imports() == []
+
+
 @pytest.mark.parametrize(("importer", "forbidden"), [
     # The models are a library of their own: the catalog's declarations at most.
     ("dexrl.models", ("dexrl.bridge", "dexrl.commands", "dexrl.cli", "dexrl.evaluation",
@@ -95,3 +109,13 @@ def test_the_check_catches_an_upward_import(tmp_path: Path) -> None:
     imports = {**IMPORTS, "dexrl.models.bad": _imports(bad)}
     assert violations("dexrl.models", ("dexrl.commands",), imports) == [
         "dexrl.models.bad -> dexrl.commands.train", "dexrl.models.bad -> dexrl.commands.train.run"]
+
+
+def test_the_check_catches_a_command_importing_another(tmp_path: Path) -> None:
+    """A control: an import of the train command inside a function of another verb is found,
+    and a command importing only itself and the library is not."""
+    bad = tmp_path / "bad.py"
+    bad.write_text("from dexrl.commands.bad import helper\nfrom dexrl import training\n\n\n"
+                   "def f():\n    from dexrl.commands import train\n")
+    imports = {**IMPORTS, "dexrl.commands.bad": _imports(bad)}
+    assert command_imports(imports) == ["dexrl.commands.bad -> dexrl.commands.train"]

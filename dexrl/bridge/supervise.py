@@ -32,7 +32,7 @@ from dexrl.runs import mark_complete
 @dataclass(frozen=True)
 class Progress:
     """One event of a run, handed to ``launch(on_progress=...)`` in the main thread (the CLI
-    renders it with :class:`dexrl.commands.progress.ProgressPrinter`).
+    renders it with :class:`dexrl.progress.ProgressPrinter`).
 
     Attributes:
         kind: ``"ready"`` (workers up), ``"step"`` (a global step finished) or ``"checkpoint"``

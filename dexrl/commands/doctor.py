@@ -44,9 +44,10 @@ def build_context(suite: str | None, model: str | None, config_name: str | None,
         The context and the config findings (``None`` without a config).
     """
     from dexrl.catalog import get_suite
-    from dexrl.commands.train import ckpt_overrides, resolve_ckpt
-    from dexrl.commands.validate import compose_and_check, suite_of
+    from dexrl.config import compose_and_check, suite_of
     from dexrl.doctor.context import DEFAULT_SUITE, Budget, Context
+    from dexrl.hub import resolve_ckpt
+    from dexrl.training import ckpt_overrides
 
     ctx = Context(Budget(budget), suite=DEFAULT_SUITE, ray_address=ray_address or None,
                   quick=quick)

@@ -79,8 +79,8 @@ def eval_command(
 ) -> None:
     """Evaluate a checkpoint on LIBERO through RLinf's own env wrapper."""
     from dexrl.bridge.supervise import Output
-    from dexrl.commands.train import resolve_ckpt
     from dexrl.evaluation import report, session
+    from dexrl.hub import resolve_ckpt
 
     log = _temporary_log()
     claimed: list[Path] = []  # the output folder, once the evaluation has started writing it

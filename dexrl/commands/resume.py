@@ -8,8 +8,8 @@ from typing import TYPE_CHECKING, Any
 
 import typer
 
-from dexrl.commands.train import check_ray_address, gpu_count, refuse_on_errors, run
 from dexrl.errors import DexrlError
+from dexrl.training import check_ray_address, gpu_count, refuse_on_errors, run
 
 if TYPE_CHECKING:
     from omegaconf import DictConfig

@@ -9,13 +9,21 @@ from typing import TYPE_CHECKING
 
 import typer
 
-from dexrl.catalog import get_policy, smoke_overlay
+from dexrl.catalog import smoke_overlay
 from dexrl.checks import Finding, errors
-from dexrl.commands.validate import Validated, compose_and_check, suite_of
 from dexrl.errors import DexrlError
+from dexrl.hub import resolve_ckpt
+from dexrl.training import (
+    check_ray_address,
+    ckpt_overrides,
+    gpu_count,
+    refuse_on_errors,
+    run,
+    write_smoke_checkpoint,
+)
 
 if TYPE_CHECKING:
-    from omegaconf import DictConfig
+    from dexrl.config import Validated
 
 EPILOG = """\
 Examples:
@@ -33,102 +41,6 @@ Examples:
   dexrl train --suite libero_10 --model pi0 --ray-address 10.0.0.1:6379 cluster.num_nodes=2
       Attach to a Ray cluster started on every node with RLINF_NODE_RANK set (see README).
 """
-
-SMOKE_CHECKPOINT = "smoke-checkpoint"
-
-
-def resolve_ckpt(ckpt: str) -> Path:
-    """A checkpoint path, or a hub repo id with a verified ``dexrl download``."""
-    path = Path(ckpt).expanduser()
-    if path.exists():
-        return path.resolve()
-    if ckpt.count("/") == 1 and not ckpt.startswith((".", "/", "~")):
-        from dexrl.hub import checkpoint_dir, read_download_manifest
-
-        local = checkpoint_dir(ckpt)
-        manifest = read_download_manifest(local) if local.is_dir() else None
-        if manifest is not None and manifest.verified:
-            return local
-        raise DexrlError(f"checkpoint '{ckpt}' has no verified download in {local}",
-                         f"run `dexrl download {ckpt}` first, or pass a local path",
-                         where="--ckpt")
-    raise DexrlError(f"checkpoint path does not exist: {ckpt}",
-                     "pass a checkpoint directory or a repo id fetched by `dexrl download`",
-                     where="--ckpt")
-
-
-def ckpt_overrides(path: Path) -> list[str]:
-    """Point both model paths at one checkpoint (the rollout follows the actor)."""
-    return [f"actor.model.model_path={path}"]
-
-
-def refuse_on_errors(name: str, findings: list[Finding]) -> None:
-    """Stop before anything starts when the config has errors."""
-    found = errors(findings)
-    if found:
-        raise DexrlError(f"config {name} has {len(found)} error(s); nothing was started",
-                         "fix them (`dexrl validate` with the same arguments lists them too)",
-                         details=[f.render() for f in found])
-
-
-def check_ray_address(ray_address: str | None) -> None:
-    """Fail fast, before anything is written, on a Ray address that does not answer."""
-    if ray_address and ray_address != "local":
-        from dexrl.doctor.cluster import check_address
-
-        check_address(ray_address)
-
-
-def gpu_count() -> int:
-    """Visible CUDA devices on this node."""
-    import torch
-
-    return torch.cuda.device_count() if torch.cuda.is_available() else 0
-
-
-def write_smoke_checkpoint(run_dir: Path, model_type: str) -> Path | None:
-    """The policy's tiny random checkpoint in the run folder for ``--smoke``, if it needs one.
-
-    The hook is the registry entry's ``smoke_checkpoint`` (``"module:function"``, called with the
-    target path); a policy without one trains from its model config alone.
-    """
-    import importlib
-
-    hook = get_policy(model_type).smoke_checkpoint
-    if hook is None:
-        return None
-    module, _, function = hook.partition(":")
-    target = run_dir / SMOKE_CHECKPOINT
-    getattr(importlib.import_module(module), function)(target)
-    return target
-
-
-def run(cfg: DictConfig, run_dir: Path, *, smoke: bool, resume_from: Path | None,
-        ray_address: str | None, verbose: bool, stall_timeout: float) -> int:
-    """Register, launch and print progress; shared by ``train`` and ``resume``."""
-    from dexrl import runs, runstate
-    from dexrl.bridge import launch as bridge
-    from dexrl.commands.progress import ProgressPrinter
-
-    bridge.prepare(cfg, smoke=smoke)
-    runs.use_wandb_run_id(run_dir)
-    tracker = runstate.begin(run_dir, runs.checkpoint_step(resume_from) or 0 if resume_from else 0)
-    printer = ProgressPrinter(run_dir=run_dir)
-
-    def show(event: bridge.Progress) -> None:
-        printer(event)
-        if event.kind == "step":
-            tracker.step_done(event.step)
-
-    status = "failed"
-    try:
-        code = bridge.launch(cfg, run_dir, resume_from=resume_from, ray_address=ray_address,
-                             verbose=verbose, stall_timeout_s=stall_timeout, on_progress=show)
-        status = "finished" if code == 0 else "interrupted"
-    finally:
-        tracker.end(status)
-    printer.curves()  # RLinf closed its TensorBoard writer: the last step is on disk now
-    return code
 
 
 def train(
@@ -154,6 +66,7 @@ def train(
     """Train a policy with PPO on LIBERO, RLinf as the backend."""
     from dexrl import runs, runstate
     from dexrl.checks.config import Facts, run_config_checks
+    from dexrl.config import compose_and_check, suite_of
 
     overrides = list(overrides or [])
     runs.refuse_owned_overrides(overrides, "--run-dir DIR picks the run folder")

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
 import typer
@@ -10,10 +9,9 @@ import typer
 from dexrl.errors import DexrlError
 
 if TYPE_CHECKING:
-    from omegaconf import DictConfig
     from rich.console import Console
 
-    from dexrl.checks import Finding
+    from dexrl.config import Validated
 
 EPILOG = """\
 Examples:
@@ -35,40 +33,6 @@ Examples:
 
 
 DEFAULT_EXPLAIN = ("libero_spatial", "pi0")  # the config --explain reads defaults from
-
-
-@dataclass
-class Validated:
-    """A composed config and everything the checks found."""
-
-    name: str
-    cfg: DictConfig
-    findings: list[Finding]
-
-
-def compose_and_check(
-    suite: str | None,
-    model: str | None,
-    config_name: str | None,
-    overrides: list[str],
-    gpus_per_node: int = 8,
-) -> Validated:
-    """Compose the chosen config with overrides and run every config check (train reuses this)."""
-    from dexrl.checks.config import Facts, run_config_checks
-    from dexrl.config import compose, resolve_config_name
-
-    name = resolve_config_name(suite, model, config_name)
-    cfg = compose(name, overrides)
-    facts = Facts(suite=suite_of(cfg, suite), gpus_per_node=gpus_per_node)
-    return Validated(name, cfg, run_config_checks(cfg, facts))
-
-
-def suite_of(cfg: DictConfig, suite: str | None) -> str | None:
-    """The LIBERO suite a config trains on (from the flag, else from the env group)."""
-    from omegaconf import OmegaConf
-
-    return suite if suite and suite.startswith("libero_") else OmegaConf.select(
-        cfg, "env.train.task_suite_name", default=suite)
 
 
 def report(result: Validated, console: Console, strict: bool) -> int:
@@ -116,7 +80,7 @@ def validate(
     """Compose and check a training config (no Ray, no GPU, no rlinf import)."""
     from rich.console import Console
 
-    from dexrl.config import to_yaml
+    from dexrl.config import compose_and_check, to_yaml
 
     if explain:
         show_key(explain, suite, model, config_name, overrides or [])

@@ -15,8 +15,8 @@ from pathlib import Path
 
 from dexrl.bridge.launch import latest_checkpoint, launch, prepare
 from dexrl.bridge.registry import EXT_MODULE
-from dexrl.commands.progress import ProgressPrinter
 from dexrl.config import compose
+from dexrl.progress import ProgressPrinter
 from dexrl.runs import open_run, set_run_folder
 
 CONFIG = os.environ.get("DEXRL_SMOKE_CONFIG", "libero_spatial_ppo_dexbotic_pi0")

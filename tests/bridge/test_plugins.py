@@ -23,7 +23,7 @@ from dexrl import plugins
 from dexrl.bridge.roundtrip import RoundTrip
 from dexrl.catalog import get_policy, policies
 from dexrl.cli import app
-from dexrl.commands.validate import compose_and_check
+from dexrl.config import compose_and_check
 from dexrl.doctor import schedule as doctor_runner
 from dexrl.doctor.extension import check_roundtrip
 from dexrl.errors import DexrlError

@@ -16,8 +16,8 @@ from rich.console import Console
 from typer.testing import CliRunner
 
 from dexrl.cli import app
-from dexrl.commands.progress import ProgressPrinter
 from dexrl.curves import PANELS, TIME_SPLIT, read_run
+from dexrl.progress import ProgressPrinter
 
 FIXTURE = Path(__file__).parent.parent / "fixtures" / "smoke_run"
 PNG_MAGIC = b"\x89PNG\r\n\x1a\n"
