@@ -413,6 +413,17 @@ def planned_steps(cfg: DictConfig) -> int:
     return min(epochs, max_steps) if max_steps >= 0 else epochs
 
 
+def check_steps_left(cfg: DictConfig, step: int, run_dir: Path | None = None) -> int:
+    """The step the run stops at; refuses a start at or past it (nothing would be trained)."""
+    total = planned_steps(cfg)
+    if step >= total:
+        example = (f", e.g. `dexrl resume {run_dir} runner.max_steps={step + 1}`"
+                   if run_dir is not None else "")
+        raise DexrlError(f"the run already reached step {step} of {total}",
+                         f"raise runner.max_steps (and runner.max_epochs) above {step}{example}")
+    return total
+
+
 ABSENT = object()  # a key one side of a config_diff does not have
 
 

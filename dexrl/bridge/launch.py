@@ -39,6 +39,7 @@ from dexrl.runs import (
     LOG_FILE,
     MARKER,
     check_run_folder,
+    check_steps_left,
     checkpoint_step,
     checkpoints_dir,
     is_complete,
@@ -138,16 +139,13 @@ def prepare(cfg: DictConfig, *, smoke: bool, ext_module: str = EXT_MODULE) -> di
     return env
 
 
-def _start_step(resume_from: Path | None, total: int) -> int:
+def _start_step(resume_from: Path | None) -> int:
     if resume_from is None:
         return 0
     step = checkpoint_step(resume_from)
     if step is None or not is_complete(resume_from):
         raise DexrlError("not a complete checkpoint", "pass a complete .../global_step_N folder",
                          where=str(resume_from))
-    if step >= total:
-        raise DexrlError(f"the run already reached step {step} of {total}",
-                         f"raise runner.max_steps (and runner.max_epochs) above {step}")
     return step
 
 
@@ -338,8 +336,8 @@ def launch(
     run_dir = Path(os.path.abspath(run_dir))
     check_run_folder(cfg, run_dir, resume_from)
     run_dir.mkdir(parents=True, exist_ok=True)
-    total = planned_steps(cfg)
-    start_step = _start_step(resume_from, total)
+    start_step = _start_step(resume_from)
+    total = planned_steps(cfg) if resume_from is None else check_steps_left(cfg, start_step)
     address = _ray_address(ray_address)
     log_path = run_dir / LOG_FILE
     env = {k: os.environ[k] for k in WORKER_ENV_KEYS if k in os.environ}

@@ -116,11 +116,7 @@ def resume(
     smoke = bool(opened.manifest.get("smoke"))
     per_node = 1 if smoke else (gpu_count() or 1)
     refuse_on_errors(str(opened.dir), run_config_checks(new, Facts(suite, per_node)))
-    total = runs.planned_steps(new)
-    if checkpoint.step >= total:
-        raise DexrlError(f"the run already reached step {checkpoint.step} of {total}",
-                         f"raise runner.max_steps above {checkpoint.step}, e.g. "
-                         f"`dexrl resume {run_dir} runner.max_steps={checkpoint.step + 1}`")
+    total = runs.check_steps_left(new, checkpoint.step, run_dir)
     out = console()
     notes = [line[0].upper() + line[1:] + "." for line in runstate.story(opened.dir)]
     notes += runs.skipped(opened.dir, checkpoint)

@@ -109,12 +109,18 @@ def test_latest_checkpoint_skips_incomplete_ones(tmp_path: Path) -> None:
 
 
 def test_resume_point_must_be_complete_and_before_the_end(tmp_path: Path) -> None:
-    assert launch._start_step(None, 3) == 0
-    assert launch._start_step(_checkpoint(tmp_path, 2, complete=True), 3) == 2
+    from omegaconf import OmegaConf
+
+    from dexrl.runs import check_steps_left
+
+    assert launch._start_step(None) == 0
+    assert launch._start_step(_checkpoint(tmp_path, 2, complete=True)) == 2
     with pytest.raises(DexrlError, match="not a complete checkpoint"):
-        launch._start_step(_checkpoint(tmp_path, 1, complete=False), 3)
+        launch._start_step(_checkpoint(tmp_path, 1, complete=False))
+    cfg = OmegaConf.create({"runner": {"max_steps": 3, "max_epochs": 1000}})
+    assert check_steps_left(cfg, 2) == 3
     with pytest.raises(DexrlError, match="already reached step 3 of 3"):
-        launch._start_step(_checkpoint(tmp_path, 3, complete=True), 3)
+        check_steps_left(cfg, launch._start_step(_checkpoint(tmp_path, 3, complete=True)))
 
 
 def test_planned_steps_is_capped_by_epochs() -> None:
