@@ -1,22 +1,28 @@
 """A training session, shared by ``train`` and ``resume`` (and ``doctor``'s checkpoint check).
 
-The commands compose and check the config (:func:`dexrl.config.compose_and_check`), refuse it on
-errors (:func:`refuse_on_errors`), check the Ray address (:func:`check_ray_address`) and write the
-run folder (:mod:`dexrl.runs`); :func:`run` then registers the models, launches RLinf and prints
-progress. ``--smoke`` writes its tiny random checkpoint with :func:`write_smoke_checkpoint`.
+``train`` calls :func:`prepare` (compose and check the config, choose the run folder; nothing is
+written, so ``--dry-run`` stops there), then :func:`start` (refuse what cannot launch, write the
+run folder, ``--smoke``'s tiny checkpoint included), then :func:`run` (register the models, launch
+RLinf, print progress). ``resume`` reopens a run folder (:func:`dexrl.runs.open_run`) and calls
+:func:`run` too.
 """
 
 from __future__ import annotations
 
+import os
+import sys
+from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from dexrl.catalog import get_policy
+from dexrl.catalog import get_policy, smoke_overlay
 from dexrl.checks import Finding, errors
 from dexrl.errors import DexrlError
 
 if TYPE_CHECKING:
     from omegaconf import DictConfig
+
+    from dexrl.config import Validated
 
 SMOKE_CHECKPOINT = "smoke-checkpoint"
 
@@ -93,3 +99,92 @@ def run(cfg: DictConfig, run_dir: Path, *, smoke: bool, resume_from: Path | None
         tracker.end(status)
     printer.curves()  # RLinf closed its TensorBoard writer: the last step is on disk now
     return code
+
+
+@dataclass
+class NewRun:
+    """A composed and checked new run that nothing has been written for yet (``prepare``)."""
+
+    result: Validated
+    findings: list[Finding]  # the composed config's findings (``--smoke``'s own path left out)
+    overrides: list[str]
+    suite: str
+    per_node: int
+    gpus: int
+    target: Path
+    settings: dict[str, object]  # the run-folder fields dexrl sets
+    smoke: bool
+    request: tuple[str | None, str | None, str | None]  # --suite, --model, --config-name
+
+
+def prepare(*, suite: str | None, model: str | None, config_name: str | None,
+            ckpt: str | None, name: str | None, run_dir: Path | None, smoke: bool,
+            dry_run: bool, gpus_per_node: int | None, overrides: list[str]) -> NewRun:
+    """Compose and check a new run's config and choose its folder; writes nothing."""
+    from dexrl import runs
+    from dexrl.config import compose_and_check, suite_of
+    from dexrl.hub import resolve_ckpt
+
+    runs.refuse_owned_overrides(overrides, "--run-dir DIR picks the run folder")
+    if name and run_dir:
+        raise DexrlError("--name and --run-dir both name the run folder",
+                         "pass one: --name NAME (runs/NAME) or --run-dir PATH")
+    if ckpt and smoke:
+        raise DexrlError("--smoke trains a tiny random model and takes no --ckpt",
+                         "drop --ckpt, or drop --smoke to train the checkpoint")
+    if ckpt:
+        overrides = ckpt_overrides(resolve_ckpt(ckpt)) + overrides
+    overlay = smoke_overlay(suite, config_name) if smoke else None
+    if overlay:
+        overrides = [f"+smoke={overlay}", *overrides]
+    gpus = 0 if dry_run or smoke else gpu_count()
+    per_node = gpus_per_node or (1 if smoke else gpus or 8)
+    result = compose_and_check(suite, model, config_name, overrides, per_node)
+    suite_name = suite_of(result.cfg, suite) or "libero"
+    label = model or str(result.cfg.actor.model.model_type).removeprefix("dexbotic_")
+    target = (Path(run_dir) if run_dir else runs.default_run_dir(suite_name, label, name))
+    target = Path(os.path.abspath(target.expanduser()))
+    settings = runs.set_run_folder(result.cfg, target)
+    findings = [f for f in result.findings if not (smoke and _is_smoke_path_warning(f))]
+    return NewRun(result, findings, overrides, suite_name, per_node, gpus, target, settings,
+                  smoke, (suite, model, config_name))
+
+
+def start(new: NewRun, *, ray_address: str | None) -> DictConfig:
+    """Refuse what cannot launch, then write the run folder; returns the resolved config."""
+    from dexrl import runs, runstate
+    from dexrl.checks.config import Facts, run_config_checks
+    from dexrl.config import compose_and_check
+
+    refuse_on_errors(new.result.name, new.findings)
+    missing = [f for f in new.findings if _is_smoke_path_warning(f)]
+    if missing:
+        raise DexrlError(f"{missing[0].message}; nothing was started", missing[0].hint,
+                         where=missing[0].where)
+    if not new.smoke and new.gpus == 0 and not ray_address:
+        raise DexrlError("no CUDA GPU on this machine for a GPU placement; nothing was started",
+                         "try `dexrl train ... --smoke` for a CPU run, or run `dexrl doctor`")
+    try:
+        runs.check_new_run_dir(new.target)
+    except DexrlError as exc:  # say what happened to a run that was killed there
+        exc.details += runstate.story(new.target)
+        raise
+    check_ray_address(ray_address)
+    cfg = new.result.cfg
+    new.target.mkdir(parents=True, exist_ok=True)
+    if new.smoke:
+        path = write_smoke_checkpoint(new.target, str(cfg.actor.model.model_type))
+        if path is not None:
+            cfg = compose_and_check(*new.request, [*new.overrides, *ckpt_overrides(path)],
+                                    new.per_node).cfg
+            runs.set_run_folder(cfg, new.target)
+    refuse_on_errors(new.result.name,
+                     errors(run_config_checks(cfg, Facts(new.suite, new.per_node))))
+    cfg = runs.resolved(cfg)
+    runs.write_run_files(new.target, cfg, sys.argv, {"smoke": new.smoke, "suite": new.suite})
+    return cfg
+
+
+def _is_smoke_path_warning(finding: Finding) -> bool:
+    """--smoke writes its own checkpoint, so a missing default path is expected."""
+    return finding.where == "actor.model.model_path" and finding.level == "warning"

@@ -2,28 +2,12 @@
 
 from __future__ import annotations
 
-import os
 import sys
 from pathlib import Path
-from typing import TYPE_CHECKING
 
 import typer
 
-from dexrl.catalog import smoke_overlay
-from dexrl.checks import Finding, errors
-from dexrl.errors import DexrlError
-from dexrl.hub import resolve_ckpt
-from dexrl.training import (
-    check_ray_address,
-    ckpt_overrides,
-    gpu_count,
-    refuse_on_errors,
-    run,
-    write_smoke_checkpoint,
-)
-
-if TYPE_CHECKING:
-    from dexrl.config import Validated
+from dexrl.training import NewRun, prepare, refuse_on_errors, run, start
 
 EPILOG = """\
 Examples:
@@ -64,77 +48,26 @@ def train(
     overrides: list[str] = typer.Argument(None, help="Hydra overrides, key=value."),
 ) -> None:
     """Train a policy with PPO on LIBERO, RLinf as the backend."""
-    from dexrl import runs, runstate
-    from dexrl.checks.config import Facts, run_config_checks
-    from dexrl.config import compose_and_check, suite_of
-
-    overrides = list(overrides or [])
-    runs.refuse_owned_overrides(overrides, "--run-dir DIR picks the run folder")
-    if name and run_dir:
-        raise DexrlError("--name and --run-dir both name the run folder",
-                         "pass one: --name NAME (runs/NAME) or --run-dir PATH")
-    if ckpt and smoke:
-        raise DexrlError("--smoke trains a tiny random model and takes no --ckpt",
-                         "drop --ckpt, or drop --smoke to train the checkpoint")
-    if ckpt:
-        overrides = ckpt_overrides(resolve_ckpt(ckpt)) + overrides
-    overlay = smoke_overlay(suite, config_name) if smoke else None
-    if overlay:
-        overrides = [f"+smoke={overlay}", *overrides]
-    gpus = 0 if dry_run or smoke else gpu_count()
-    per_node = gpus_per_node or (1 if smoke else gpus or 8)
-    result = compose_and_check(suite, model, config_name, overrides, per_node)
-    suite_name = suite_of(result.cfg, suite) or "libero"
-    label = model or str(result.cfg.actor.model.model_type).removeprefix("dexbotic_")
-    target = (Path(run_dir) if run_dir else runs.default_run_dir(suite_name, label, name))
-    target = Path(os.path.abspath(target.expanduser()))
-    settings = runs.set_run_folder(result.cfg, target)
-    findings = [f for f in result.findings if not (smoke and _is_smoke_path_warning(f))]
+    new = prepare(suite=suite, model=model, config_name=config_name, ckpt=ckpt, name=name,
+                  run_dir=run_dir, smoke=smoke, dry_run=dry_run, gpus_per_node=gpus_per_node,
+                  overrides=list(overrides or []))
     if dry_run:
-        show_plan(result, findings, suite_name, per_node, target, settings)
+        show_plan(new)
         return
-    refuse_on_errors(result.name, findings)
-    missing = [f for f in findings if _is_smoke_path_warning(f)]
-    if missing:
-        raise DexrlError(f"{missing[0].message}; nothing was started", missing[0].hint,
-                         where=missing[0].where)
-    if not smoke and gpus == 0 and not ray_address:
-        raise DexrlError("no CUDA GPU on this machine for a GPU placement; nothing was started",
-                         "try `dexrl train ... --smoke` for a CPU run, or run `dexrl doctor`")
-    try:
-        runs.check_new_run_dir(target)
-    except DexrlError as exc:  # say what happened to a run that was killed there
-        exc.details += runstate.story(target)
-        raise
-    check_ray_address(ray_address)
-    cfg = result.cfg
-    target.mkdir(parents=True, exist_ok=True)
-    if smoke:
-        path = write_smoke_checkpoint(target, str(cfg.actor.model.model_type))
-        if path is not None:
-            cfg = compose_and_check(suite, model, config_name,
-                                    [*overrides, *ckpt_overrides(path)], per_node).cfg
-            runs.set_run_folder(cfg, target)
-    refuse_on_errors(result.name, errors(run_config_checks(cfg, Facts(suite_name, per_node))))
-    cfg = runs.resolved(cfg)
-    runs.write_run_files(target, cfg, sys.argv, {"smoke": smoke, "suite": suite_name})
-    raise typer.Exit(run(cfg, target, smoke=smoke, resume_from=None, ray_address=ray_address,
+    cfg = start(new, ray_address=ray_address)
+    raise typer.Exit(run(cfg, new.target, smoke=smoke, resume_from=None, ray_address=ray_address,
                          verbose=verbose, stall_timeout=stall_timeout))
 
 
-def _is_smoke_path_warning(finding: Finding) -> bool:
-    """--smoke writes its own checkpoint, so a missing default path is expected."""
-    return finding.where == "actor.model.model_path" and finding.level == "warning"
-
-
-def show_plan(result: Validated, findings: list[Finding], suite: str, per_node: int,
-              target: Path, settings: dict[str, object]) -> None:
+def show_plan(new: NewRun) -> None:
     """Print what a launch would do (``--dry-run``); nothing is started or written."""
     from dexrl import runs
     from dexrl.checks.config import Facts
     from dexrl.console import console
     from dexrl.launch_plan import make_plan, render_plan
 
+    result, findings, suite, per_node = new.result, new.findings, new.suite, new.per_node
+    target, settings = new.target, new.settings
     refuse_on_errors(result.name, findings)
     out = console()
     out.print(f"Plan for {result.name} ({per_node} GPU(s) per node assumed):", markup=False)
