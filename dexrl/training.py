@@ -15,7 +15,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from dexrl.catalog import get_policy, smoke_overlay
+from dexrl.catalog import get_policy, load_reference, smoke_overlay
 from dexrl.checks import Finding, errors
 from dexrl.errors import DexrlError
 
@@ -62,14 +62,11 @@ def write_smoke_checkpoint(run_dir: Path, model_type: str) -> Path | None:
     The hook is the registry entry's ``smoke_checkpoint`` (``"module:function"``, called with the
     target path); a policy without one trains from its model config alone.
     """
-    import importlib
-
     hook = get_policy(model_type).smoke_checkpoint
     if hook is None:
         return None
-    module, _, function = hook.partition(":")
     target = run_dir / SMOKE_CHECKPOINT
-    getattr(importlib.import_module(module), function)(target)
+    load_reference(hook)(target)
     return target
 
 

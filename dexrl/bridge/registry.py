@@ -19,7 +19,7 @@ import importlib.util
 from collections.abc import Callable
 from typing import Any
 
-from dexrl.catalog import POLICIES, policies
+from dexrl.catalog import POLICIES, load_reference, policies
 
 EXT_MODULE = "dexrl.bridge.registry"
 
@@ -58,7 +58,7 @@ def _lazy_builder(model_type: str, target: str) -> Callable[[Any, Any], Any]:
     module, _, function = target.partition(":")
 
     def build(cfg: Any, torch_dtype: Any) -> Any:
-        return getattr(importlib.import_module(module), function or "build")(cfg, torch_dtype)
+        return load_reference(f"{module}:{function or 'build'}")(cfg, torch_dtype)
 
     build.__qualname__ = build.__name__ = f"build_{model_type}"
     build.__doc__ = f"Build RLinf model type '{model_type}' with {target}."
