@@ -96,14 +96,22 @@ def _weights(run_dir: Path, step: int = 1) -> dict[str, torch.Tensor]:
     return torch.load(path / "full_weights.pt", map_location="cpu", weights_only=True)
 
 
-@pytest.mark.xfail(strict=True, reason="seen here: both runs train, but with two actor ranks the "
-                   "first train/actor/ratio was 0.9999992847, not exactly 1 (not yet explained)")
 def test_an_actor_of_world_size_two_matches_one_rank_and_exports(
         two_nodes: LocalCluster, tmp_path: Path) -> None:
     """FSDP2 over two gloo ranks (one per node) against one rank, same data, one update.
 
     Two envs: RLinf splits each env worker's trajectories over the actor ranks. All four samples
-    form one optimizer step in both runs.
+    form one optimizer step in both runs. Same start, weights within tolerance and the export
+    must hold; a first PPO ratio not exactly 1 is an expected failure (``pytest.xfail``, naming
+    the ratios). Why it is not 1 (seen here, machine shared): the rollout scores both envs in one
+    call, the actor re-scores one row per micro-batch, and the adapter's numerics are not
+    batch-invariant at the 1e-7 level (in process: same batch exact, rows of a batch of 2 alone
+    differ by up to 9e-7 in log-prob; ``test_rows_of_different_calls_can_be_trained_together``),
+    so the one-rank run is not 1 either (0.9999986; two ranks 0.9999993). One env per env worker
+    and rollout worker on each node (``{actor:0,env:0-1,rollout:0-1}``: rollout calls and
+    micro-batches of one row) still gave 1.0000001 with one rank (unexplained), and with
+    ``actor:0-1`` actor rank 1 aborted in gloo in its first update ("Received data size doesn't
+    match expected size", 6144 vs 1536 bytes).
     """
     both = ["runner.max_steps=1", "env.train.total_num_envs=2", "actor.global_batch_size=4",
             "actor.micro_batch_size=1"]
@@ -120,8 +128,6 @@ def test_an_actor_of_world_size_two_matches_one_rank_and_exports(
     init = "smoke-checkpoint/model.safetensors"
     assert (one_dir / init).read_bytes() == (two_dir / init).read_bytes()  # same start
 
-    ratios = {k: v for k, v in _scalars(two_dir).items() if k.endswith("actor/ratio")}
-    assert ratios and all(v == [1.0] for v in ratios.values()), ratios
     a, b = _weights(one_dir), _weights(two_dir)
     assert a.keys() == b.keys()
     diff = max((a[k].float() - b[k].float()).abs().max().item() for k in a)
@@ -143,6 +149,10 @@ def test_an_actor_of_world_size_two_matches_one_rank_and_exports(
     assert sum(p.numel() for p in policy.parameters()) > 0
     print(f"\nworld size 2 vs 1: max |Δw| {diff:.2e}; the update moved weights by up to "
           f"{moved:.2e}")
+    ratios = {d.name: _scalars(d)["train/actor/ratio"] for d in (one_dir, two_dir)}
+    print(f"first PPO ratio by run: {ratios}")
+    if ratios != {"one": [1.0], "two": [1.0]}:
+        pytest.xfail(f"first PPO ratio not exactly 1: {ratios} (batch composition, see docstring)")
 
 
 def test_a_lost_node_ends_the_run_naming_it_and_resume_continues_on_a_new_node(
