@@ -96,14 +96,28 @@ def _weights(run_dir: Path, step: int = 1) -> dict[str, torch.Tensor]:
     return torch.load(path / "full_weights.pt", map_location="cpu", weights_only=True)
 
 
-@pytest.mark.xfail(strict=True, reason="seen here: both runs train, but with two actor ranks the "
-                   "first train/actor/ratio was 0.9999992847, not exactly 1 (not yet explained)")
+@pytest.mark.xfail(strict=True, reason="seen here: the smoke update has zero gradient (rewards, "
+                   "advantages and losses 0, grad_norm 0.0 in both runs), so the weights moved "
+                   "only by weight decay (6e-8) and cannot show a difference; and the first ratio "
+                   "is not exactly 1 in either run (batch composition, see the docstring)")
 def test_an_actor_of_world_size_two_matches_one_rank_and_exports(
         two_nodes: LocalCluster, tmp_path: Path) -> None:
     """FSDP2 over two gloo ranks (one per node) against one rank, same data, one update.
 
     Two envs: RLinf splits each env worker's trajectories over the actor ranks. All four samples
-    form one optimizer step in both runs.
+    form one optimizer step in both runs. Seen here (machine shared): both runs train from the same
+    start, the export loads with ``load_policy``, full weights equal (max |Δw| 0.0), but
+    vacuously: every reward, advantage and loss of the smoke step is 0 and grad_norm 0.0, so the
+    update is weight decay alone (the ``moved`` check fails first). The
+    first ratio was 1.0000014 (one rank) and 1.0000019 (two ranks) here, 0.9999986 and 0.9999993
+    in earlier runs: the rollout scores both envs in one call, the actor re-scores one row per
+    micro-batch, and the adapter is not batch-invariant at the 1e-7 level (in process: same batch
+    exact, rows of a batch of 2 alone differ by up to 9e-7 in log-prob;
+    ``test_rows_of_different_calls_can_be_trained_together``). One env per env and rollout
+    worker on each node (``{actor:0,env:0-1,rollout:0-1}``, rows of one per call) still gave
+    1.0000001 with one actor rank (unexplained; exact in process), and with ``actor:0-1`` actor
+    rank 1 aborted in gloo in its first update ("Received data size doesn't match expected size",
+    6144 vs 1536 bytes).
     """
     both = ["runner.max_steps=1", "env.train.total_num_envs=2", "actor.global_batch_size=4",
             "actor.micro_batch_size=1"]
@@ -120,8 +134,6 @@ def test_an_actor_of_world_size_two_matches_one_rank_and_exports(
     init = "smoke-checkpoint/model.safetensors"
     assert (one_dir / init).read_bytes() == (two_dir / init).read_bytes()  # same start
 
-    ratios = {k: v for k, v in _scalars(two_dir).items() if k.endswith("actor/ratio")}
-    assert ratios and all(v == [1.0] for v in ratios.values()), ratios
     a, b = _weights(one_dir), _weights(two_dir)
     assert a.keys() == b.keys()
     diff = max((a[k].float() - b[k].float()).abs().max().item() for k in a)
@@ -140,9 +152,12 @@ def test_an_actor_of_world_size_two_matches_one_rank_and_exports(
     assert moved > 1e-6, "the update changed nothing"
     assert diff < 0.01 * moved, f"1 vs 2 ranks differ by {diff:g} (update size {moved:g})"
     policy = load_policy(out)
-    assert sum(p.numel() for p in policy.parameters()) > 0
+    assert sum(p.numel() for p in policy.network.parameters()) > 0
     print(f"\nworld size 2 vs 1: max |Δw| {diff:.2e}; the update moved weights by up to "
           f"{moved:.2e}")
+    ratios = {d.name: _scalars(d)["train/actor/ratio"] for d in (one_dir, two_dir)}
+    print(f"first PPO ratio by run: {ratios}")
+    assert ratios == {"one": [1.0], "two": [1.0]}, ratios
 
 
 def test_a_lost_node_ends_the_run_naming_it_and_resume_continues_on_a_new_node(
