@@ -59,6 +59,8 @@ class Interval:
         def num(x: float) -> str:
             return str(int(x)) if float(x).is_integer() else repr(x)
 
+        if self.low == self.high:
+            return f"= {num(self.low)}"
         if math.isinf(self.high):
             return f"{'>' if self.low_open else '≥'} {num(self.low)}"
         if math.isinf(self.low):
@@ -110,6 +112,8 @@ UNIT = "[0, 1]"
 _SAVE_OFF = ("(-inf, 0]", "disables checkpoints: RLinf saves none, not even the last step, so "
              "`dexrl resume` will have nothing to continue from",
              "set runner.save_interval to a positive number of steps, e.g. 50")
+_LR_ZERO = ("[0, 0]", "freezes these weights: no update changes them (a control run)",
+            "set a positive learning rate to train, e.g. the shipped 5e-6 for the policy")
 _BOOL = "bool"
 
 
@@ -212,8 +216,10 @@ SCHEMA: tuple[Key, ...] = (
        "multiple of micro_batch_size × actor world size.", POS),
     _k("actor.seed", "int", "Seed of the actor workers.", NONNEG),
     _k("actor.enable_offload", _BOOL, "Offload actor weights and optimizer between phases."),
-    _k("actor.optim.lr", "float", "AdamW learning rate of the policy.", "(0, inf)"),
-    _k("actor.optim.value_lr", "float", "AdamW learning rate of the value head.", "(0, inf)"),
+    # torch's AdamW refuses lr < 0; 0 is legal (a control run that cannot learn) but surprising.
+    _k("actor.optim.lr", "float", "AdamW learning rate of the policy.", NONNEG, warn=_LR_ZERO),
+    _k("actor.optim.value_lr", "float", "AdamW learning rate of the value head.", NONNEG,
+       warn=_LR_ZERO),
     _k("actor.optim.adam_beta1", "float", "AdamW β1 (torch requires [0, 1)).", "[0, 1)"),
     _k("actor.optim.adam_beta2", "float", "AdamW β2 (torch requires [0, 1)).", "[0, 1)"),
     _k("actor.optim.adam_eps", "float", "AdamW ε.", "(0, inf)"),

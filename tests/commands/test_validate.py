@@ -210,7 +210,7 @@ BAD_VALUES = [
     (["actor.model.num_steps=0"], "actor.model.num_steps: got 0, expected an integer ≥ 1", None),
     (["actor.model.num_steps=four"], "actor.model.num_steps: got 'four', expected an integer ≥ 1",
      None),
-    (["actor.optim.lr=-1e-5"], "actor.optim.lr: got -1e-05, expected a number > 0", None),
+    (["actor.optim.lr=-1e-5"], "actor.optim.lr: got -1e-05, expected a number ≥ 0", None),
     (["algorithm.group_size=0"], "algorithm.group_size: got 0, expected an integer ≥ 1", None),
     (["actor.model.precision=bf32"], "actor.model.precision: got 'bf32', expected one of 'bf16', "
      "'bf16-mixed', 'fp16'", "did you mean actor.model.precision=fp32?"),
@@ -261,6 +261,7 @@ def test_each_bad_value_is_one_error(overrides: list[str], error: str, hint: str
 @pytest.mark.parametrize(
     ("override", "message"),
     [("runner.save_interval=0", "runner.save_interval: 0 disables checkpoints"),
+     ("actor.optim.lr=0", "actor.optim.lr: 0 freezes these weights"),
      ("runner.save_interval=-1", "runner.save_interval: -1 disables checkpoints: RLinf saves "
       "none, not even the last step, so `dexrl resume` will have nothing to continue from"),
      ("runner.max_steps=0", "runner.max_steps: 0 trains nothing")],
@@ -290,7 +291,8 @@ def test_explain_prints_type_range_default_and_meaning() -> None:
     result = run("validate", "--explain", "actor.optim.lr")
     assert result.exit_code == 0, result.output
     assert result.output.splitlines() == [
-        "actor.optim.lr", "  type:     float", "  range:    > 0",
+        "actor.optim.lr", "  type:     float", "  range:    ≥ 0",
+        "  warning:  = 0 freezes these weights: no update changes them (a control run)",
         "  default:  5e-06 (in libero_spatial_ppo_dexbotic_pi0)",
         "  meaning:  AdamW learning rate of the policy."]
     both = run("validate", "--explain", "env.*.total_num_envs", "-s", "libero_goal", "-m", "dm0",
