@@ -46,6 +46,23 @@ def use_libero_config_dir() -> Path:
     return path
 
 
+def check_loaded_config() -> None:
+    """Raise a DexrlError when the imported ``libero.libero`` reads folders that do not exist.
+
+    LIBERO reads its config once, at import: a config file left by a deleted environment (or a
+    ``LIBERO_CONFIG_PATH`` naming one) otherwise surfaces later as a bare missing-file error.
+    """
+    import libero.libero as libero
+
+    for key in ("bddl_files", "init_states"):
+        folder = Path(libero.get_libero_path(key))
+        if not folder.is_dir():
+            raise DexrlError(
+                f"LIBERO's config points {key} at {folder}, which does not exist",
+                f"delete {libero.config_file} (LIBERO writes a fresh one at the next import) "
+                "or set LIBERO_CONFIG_PATH to an empty folder", where=str(libero.config_file))
+
+
 def _package_dir(module: str) -> Path | None:
     """Folder of an installed package, found without importing it."""
     spec = importlib.util.find_spec(module)

@@ -9,6 +9,17 @@ from pathlib import Path
 import pytest
 
 
+def pytest_configure(config: pytest.Config) -> None:
+    """Point LIBERO at dexrl's config folder before collection imports it, as dexrl itself does.
+
+    Otherwise a module that imports ``libero.libero`` at collection reads ``~/.libero``, which
+    may name a deleted environment.
+    """
+    from dexrl.libero_assets import use_libero_config_dir
+
+    use_libero_config_dir()
+
+
 @pytest.fixture(scope="session")
 def tiny_pi0_dir(tmp_path_factory: pytest.TempPathFactory) -> Path:
     """A tiny random π0 checkpoint (single file, mlp2x_gelu, fp32). Treat it as read-only."""

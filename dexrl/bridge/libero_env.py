@@ -58,11 +58,12 @@ def check_assets() -> None:
 
 def suite_info(suite: str) -> SuiteInfo:
     """Instructions and initial-state counts of ``suite``, without creating an env."""
-    from dexrl.libero_assets import use_libero_config_dir
+    from dexrl.libero_assets import check_loaded_config, use_libero_config_dir
 
     use_libero_config_dir()
     from libero.libero import benchmark
 
+    check_loaded_config()
     tasks = benchmark.get_benchmark_dict()[suite]()
     ids = range(tasks.get_num_tasks())
     return SuiteInfo(suite, {i: tasks.get_task(i).language for i in ids},

@@ -93,6 +93,23 @@ def test_missing_checkpoint_path(tmp_path: Path) -> None:
     assert result.exit_code == 2 and "does not exist" in result.output
 
 
+@needs_libero
+def test_a_stale_libero_config_is_named(tiny_run: Path, tmp_path: Path) -> None:
+    stale = tmp_path / "libero-config"
+    stale.mkdir()
+    (stale / "config.yaml").write_text("".join(
+        f"{key}: /gone/libero/{key}\n" for key in ("benchmark_root", "bddl_files", "init_states",
+                                                  "datasets", "assets")))
+    done = subprocess.run([str(Path(sys.executable).with_name("dexrl")), "eval", "--ckpt",
+                           str(tiny_run), "--out", str(tmp_path / "out"), *SMALL],
+                          env={**os.environ, "LIBERO_CONFIG_PATH": str(stale)},
+                          capture_output=True, text=True, timeout=300)
+    assert done.returncode == 2, done.stdout + done.stderr
+    assert (f"error: {stale / 'config.yaml'}: LIBERO's config points bddl_files at "
+            "/gone/libero/bddl_files, which does not exist") in done.stderr
+    assert "Traceback" not in done.stderr and not (tmp_path / "out").exists()
+
+
 def test_refuses_an_output_folder_with_another_evaluation(tiny_run: Path, tmp_path: Path) -> None:
     out = tmp_path / "out"
     out.mkdir()
