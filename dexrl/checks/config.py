@@ -8,6 +8,7 @@ stays fast and runs anywhere.
 
 from __future__ import annotations
 
+import math
 import re
 from dataclasses import dataclass
 from pathlib import Path
@@ -177,6 +178,36 @@ def check_batch_arithmetic(cfg: DictConfig, sizes: dict[str, int]) -> list[Findi
     return []
 
 
+def check_rollout_split(cfg: DictConfig, sizes: dict[str, int]) -> list[Finding]:
+    """How RLinf hands a step's trajectories to the actor ranks and cuts them into batches.
+
+    Each env process and pipeline stage splits its envs into ``lcm(actor, senders) / senders``
+    equal parts, one per receiving actor rank (``senders`` = env world size × stages); each actor
+    rank then asserts that its samples split into global batches of its share.
+    """
+    actor_ws, env_ws = sizes.get("actor") or 0, sizes.get("env") or 0
+    n = _count(cfg, "env.train.total_num_envs", 0)
+    senders = env_ws * _count(cfg, "rollout.pipeline_stage_num")
+    if not (actor_ws and senders and n) or n % senders:
+        return []  # the env arithmetic reports an uneven split
+    parts = math.lcm(actor_ws, senders) // senders
+    if (n // senders) % parts:
+        return [Finding("error", "env.train.total_num_envs",
+                        f"{n // senders} envs per env process and stage do not split into "
+                        f"{parts} equal parts, one per actor rank ({actor_ws} actor ranks)",
+                        f"use a multiple of {senders * parts} envs")]
+    steps = _count(cfg, "env.train.max_steps_per_rollout_epoch")
+    chunks = _count(cfg, "actor.model.num_action_chunks")
+    gbs = _count(cfg, "actor.global_batch_size", 0)
+    calls = steps // chunks * _count(cfg, "env.train.rollout_epoch")
+    if gbs and steps % chunks == 0 and (calls * n) % gbs:
+        return [Finding("error", "actor.global_batch_size",
+                        f"{gbs} does not divide the {calls * n} samples of a step ({calls} policy "
+                        f"calls per env × {n} envs); RLinf asserts it in the actor's first update",
+                        "use a divisor of the samples per step, or change the env count")]
+    return []
+
+
 def check_algorithm(cfg: DictConfig) -> list[Finding]:
     """PPO actor-critic needs a value head."""
     loss = _get(cfg, "algorithm.loss_type")
@@ -307,6 +338,7 @@ def run_config_checks(cfg: DictConfig, facts: Facts) -> list[Finding]:
     sizes, findings = placement_world_sizes(cfg, facts)
     findings += check_env_arithmetic(cfg, sizes)
     findings += check_batch_arithmetic(cfg, sizes)
+    findings += check_rollout_split(cfg, sizes)
     findings += check_algorithm(cfg)
     findings += check_runner(cfg)
     findings += check_model(cfg, facts)

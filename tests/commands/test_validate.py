@@ -73,6 +73,12 @@ def test_bad_names_and_overrides(args: list[str], message: str) -> None:
          "not divisible by actor.model.num_action_chunks=5"),
         (["actor.global_batch_size=1000"], "actor.global_batch_size",
          "micro_batch_size × actor world size = 32 × 8"),
+        (["~cluster.component_placement",
+          "+cluster.component_placement={actor:0-7,env\\,rollout:0-1}",
+          "env.train.total_num_envs=4"], "env.train.total_num_envs",
+         "2 envs per env process and stage do not split into 4 equal parts, one per actor rank"),
+        (["actor.global_batch_size=1280"], "actor.global_batch_size",
+         "1280 does not divide the 24576 samples of a step (384 policy calls per env × 64 envs)"),
         (["actor.model.add_value_head=false"], "actor.model.add_value_head",
          "needs a value head"),
         (["cluster.component_placement={actor\\,env\\,rollout:0-9}"],
@@ -113,7 +119,9 @@ def test_all_problems_are_collected() -> None:
 
 def test_gpus_per_node_changes_world_size() -> None:
     assert run(*BASE, "env.train.total_num_envs=60").exit_code == 2  # 60 % 8
-    result = run(*BASE, "--gpus-per-node", "4", "env.train.total_num_envs=60")
+    # 60 envs × 384 policy calls = 23040 samples: 1152 divides them and 32 × 4 divides 1152.
+    result = run(*BASE, "--gpus-per-node", "4", "env.train.total_num_envs=60",
+                 "actor.global_batch_size=1152")
     assert result.exit_code == 0, result.output
     two_nodes = run(*BASE, "--gpus-per-node", "4", "cluster.num_nodes=2",
                     "env.train.total_num_envs=60")
