@@ -1,6 +1,7 @@
 """The worker and runner classes dexrl launches: RLinf's own, behind thin subclasses.
 
-The worker subclasses add no behaviour. They exist so that every Ray worker process imports this
+The worker subclasses add almost no behaviour (the rollout seeds its sampling noise; the env can
+serve dexrl's own tasks). They exist so that every Ray worker process imports this
 module (Ray imports a class's module to unpickle it) before RLinf's ``Worker.__new__`` reads the
 torch platform, which is the moment :func:`dexrl.bridge.cpu_platform.install` has to precede on a
 node without an accelerator. On a node with one, the import changes nothing.
@@ -32,7 +33,20 @@ class DexrlActor(EmbodiedFSDPActor):
 
 
 class DexrlRollout(MultiStepRolloutWorker):
-    """RLinf's Hugging Face multi-step rollout worker, launched the same way."""
+    """RLinf's Hugging Face multi-step rollout worker, launched the same way, with seeded noise.
+
+    RLinf seeds the actor's shuffle (``actor.seed + rank``) but not the rollout process, so the
+    policy's sampling noise came from an unseeded torch generator and two runs of one config saw
+    different rollouts. The same seeding here makes a run reproducible from its config (a resumed
+    run restarts the stream at the resume step).
+    """
+
+    def init_worker(self) -> None:
+        """Seed the process's torch generators, then RLinf's own set-up."""
+        import torch
+
+        torch.manual_seed(int(self.cfg.actor.seed) + int(self._rank))
+        super().init_worker()
 
 
 # dexrl's own tasks: the value of an env config's ``dexrl_env`` key -> "module:class".
