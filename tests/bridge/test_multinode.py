@@ -102,27 +102,31 @@ def _weights(run_dir: Path, step: int = 1) -> dict[str, torch.Tensor]:
 ONE_UPDATE = ["runner.max_steps=1", "runner.save_interval=1", "env.train.total_num_envs=4",
               "actor.global_batch_size=8", "actor.micro_batch_size=1", "algorithm.update_epoch=1"]
 RATIO_TOLERANCE = 1e-5
+VALUE_HEAD = ("value_head.weight", "value_head.bias")
 
 
-def _close(a: float, b: float, rel: float = 1e-4) -> bool:
-    return abs(a - b) <= rel * max(abs(a), abs(b), 1e-12)
+def _max_diff(a: dict[str, torch.Tensor], b: dict[str, torch.Tensor], keys) -> float:
+    return max((a[k].float() - b[k].float()).abs().max().item() for k in keys)
 
 
 def test_an_actor_of_world_size_two_matches_one_rank_and_exports(
         two_nodes: LocalCluster, tmp_path: Path) -> None:
-    """FSDP2 over two gloo ranks (one per node) against one rank: same rollouts, same update.
+    """FSDP2 over two gloo ranks (one per node) against one rank: same rollouts, same update where
+    RLinf's maths says they are the same.
 
-    RLinf gives each actor rank half of every env worker's trajectories; FSDP2 averages the
-    ranks' gradients and clips by the norm of the full (sharded) gradient. So the two runs must
-    log the same grad norm and losses, and save the same full weights, up to float summation
-    order. The update moves each trained weight by about the learning rate (Adam's first step),
-    so "the same weights" is checked against that scale.
+    Both runs see identical rollouts (dexrl seeds the rollout's sampling noise). The critic's
+    update does not depend on how the data is split, so the value loss and the value head's new
+    weights must match. The policy's does: RLinf 0.3.0's embodied actor normalizes the GAE
+    advantages over each actor rank's own samples (``calculate_adv_and_returns`` with its default
+    ``normalize_advantages=True``; ``algorithm.normalize_advantages`` is not read on this path), so
+    two ranks normalize two halves and the policy gradient legitimately differs from one rank's;
+    the policy weights are only required to have moved. That the clipped norm is the whole
+    gradient's is shown in process by ``tests/bridge/test_grad_norm.py``.
 
     The first PPO ratio is held to 1 ± 1e-5, not bit-exact 1: the rollout scores all envs of a
     worker in one call and the actor re-scores one row per micro-batch, and the adapter is not
-    batch-invariant on the CPU at the 1e-7 level (in process, the same batch gives exactly 1:
-    ``tests/bridge/test_adapter_invariants.py``). A rank that used wrong or unsynced weights
-    would be off by far more.
+    batch-invariant on the CPU at the 1e-7 level (in process, the same batch gives exactly 1). A
+    rank that used wrong or unsynced weights would be off by far more.
     """
     one_dir, two_dir = tmp_path / "one", tmp_path / "two"
     reach = [DEXRL, "train", "--suite", "reach", "--model", "pi0", "--smoke"]
@@ -139,12 +143,10 @@ def test_an_actor_of_world_size_two_matches_one_rank_and_exports(
     a, b = _scalars(one_dir), _scalars(two_dir)
     assert a["env/return"] == b["env/return"], "the runs saw different rollouts"
     seen = {tag: (a[tag][0], b[tag][0]) for tag in
-            ("train/actor/grad_norm", "train/actor/policy_loss", "train/critic/value_loss",
-             "train/actor/ratio")}
+            ("train/actor/grad_norm", "train/critic/value_loss", "train/actor/ratio")}
     print(f"\none rank vs two ranks: {seen}")
-    assert seen["train/actor/grad_norm"][0] > 1e-3, "no gradient: the check would be vacuous"
-    for tag in ("train/actor/grad_norm", "train/actor/policy_loss", "train/critic/value_loss"):
-        assert _close(*seen[tag]), f"{tag}: one rank {seen[tag][0]!r}, two {seen[tag][1]!r}"
+    assert seen["train/critic/value_loss"][1] == pytest.approx(seen["train/critic/value_loss"][0],
+                                                               rel=1e-5)
     assert all(abs(r - 1) <= RATIO_TOLERANCE for r in seen["train/actor/ratio"]), seen
 
     from safetensors.torch import load_file
@@ -152,13 +154,20 @@ def test_an_actor_of_world_size_two_matches_one_rank_and_exports(
     before = load_file(one_dir / init)
     wa, wb = _weights(one_dir), _weights(two_dir)
     assert wa.keys() == wb.keys()
-    moved = max((wa[k].float() - before[k].float()).abs().max().item()
-                for k in wa if k in before)
-    diff = max((wa[k].float() - wb[k].float()).abs().max().item() for k in wa)
-    print(f"full weights: max |Δw| between runs {diff:.2e}; the update moved them by up to "
-          f"{moved:.2e}")
-    assert moved > 1e-4, "the update changed nothing"
-    assert diff < 0.01 * moved, f"1 vs 2 ranks differ by {diff:g} (update size {moved:g})"
+    policy = [k for k in wa if k in before]
+    moved = {name: _max_diff(w, before, policy) for name, w in (("one", wa), ("two", wb))}
+    from dexrl.bridge.flow_policy import init_value_head
+
+    head = torch.nn.Linear(wa["value_head.weight"].shape[1], 1)
+    init_value_head(head)  # the start of both runs' value heads (a fixed seed)
+    value_moved = _max_diff(wa, {"value_head.weight": head.weight.detach(),
+                                 "value_head.bias": head.bias.detach()}, VALUE_HEAD)
+    value_diff = _max_diff(wa, wb, VALUE_HEAD)
+    print(f"policy weights moved by up to {moved}; value head moved by up to {value_moved:.2e}, "
+          f"differs between the runs by {value_diff:.2e}; policy weights differ by "
+          f"{_max_diff(wa, wb, policy):.2e}")
+    assert min(moved.values()) > 1e-4, "the update changed nothing"
+    assert value_moved > 1e-4 and value_diff < 0.01 * value_moved
 
     out = tmp_path / "exported"
     export = run_process([DEXRL, "export", str(two_dir), "--out", str(out)], tmp_path)
