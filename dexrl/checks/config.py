@@ -209,14 +209,22 @@ def check_rollout_split(cfg: DictConfig, sizes: dict[str, int]) -> list[Finding]
 
 
 def check_algorithm(cfg: DictConfig) -> list[Finding]:
-    """PPO actor-critic needs a value head."""
+    """PPO actor-critic needs a value head; a setting RLinf's embodied actor ignores is named."""
+    findings: list[Finding] = []
     loss = _get(cfg, "algorithm.loss_type")
     if loss in ("actor_critic", "decoupled_actor_critic") and not _get(
             cfg, "actor.model.add_value_head", False):
-        return [Finding("error", "actor.model.add_value_head",
-                        f"algorithm.loss_type={loss} needs a value head",
-                        "set actor.model.add_value_head=True")]
-    return []
+        findings.append(Finding("error", "actor.model.add_value_head",
+                                f"algorithm.loss_type={loss} needs a value head",
+                                "set actor.model.add_value_head=True"))
+    if (_get(cfg, "algorithm.normalize_advantages", True) is False
+            and _get(cfg, "algorithm.adv_type") == "gae"
+            and not _get(cfg, "runner.use_training_pipeline", False)):
+        findings.append(Finding(
+            "warning", "algorithm.normalize_advantages",
+            "false has no effect: RLinf 0.3.0's embodied actor always normalizes GAE advantages "
+            "(over each actor rank's samples)", "leave it true, or expect normalized advantages"))
+    return findings
 
 
 def check_runner(cfg: DictConfig) -> list[Finding]:

@@ -316,7 +316,9 @@ SCHEMA: tuple[Key, ...] = (
     _k("algorithm.entropy_bonus", "float", "Weight of the entropy bonus.", NONNEG),
     _k("algorithm.group_size", "int", "Rollouts per initial state (GRPO-style groups).", POS),
     _k("algorithm.update_epoch", "int", "PPO epochs over each rollout batch.", POS),
-    _k("algorithm.normalize_advantages", _BOOL, "Normalize advantages per global batch."),
+    _k("algorithm.normalize_advantages", _BOOL,
+       "Normalize advantages. RLinf 0.3.0's embodied actor does not read it: GAE advantages are "
+       "always normalized, over each actor rank's samples of the step."),
     _k("algorithm.reward_coef", "float", "Scale of the reward in the advantage.",
        warn=("(-inf, 0]", "zeroes or inverts the reward", "use a positive scale")),
     _k("algorithm.clip_ratio_low", "float", "PPO clip below 1 (ratio ≥ 1 - low).", "(0, 1)"),

@@ -319,3 +319,10 @@ def test_explain_unknown_key_names_the_closest() -> None:
     assert result.stderr.splitlines() == [
         "error: --explain: 'actor.optim.lrr' is not a key dexrl knows",
         "hint: closest known keys: actor.optim.lr, actor.optim.value_lr, actor.optim.clip_grad"]
+
+
+def test_a_setting_rlinf_ignores_is_a_warning() -> None:
+    result = run(*BASE, "algorithm.normalize_advantages=false")
+    assert result.exit_code == 0, result.output
+    assert ("warning: algorithm.normalize_advantages: false has no effect: RLinf 0.3.0's embodied "
+            "actor always normalizes GAE advantages") in result.output
