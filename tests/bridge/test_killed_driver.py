@@ -58,7 +58,9 @@ def test_a_killed_driver_leaves_no_ray_behind_and_resume_says_what_happened(
 
     resume = run_process([DEXRL, "resume", str(run_dir), "runner.max_steps=2"], run_dir)
     assert resume.returncode == 0, resume.stderr[-3000:]
-    assert resume.stdout.startswith("The last run of this folder was interrupted during step 2")
+    first, second = resume.stdout.splitlines()[:2]
+    assert first == f"Resuming {run_dir} from global_step_1"
+    assert second.startswith("The last run of this folder was interrupted during step 2")
     assert "starting at step 2 of 2" in resume.stdout
     assert latest_checkpoint(run_dir).name == "global_step_2"
     assert json.loads((run_dir / STATE_FILE).read_text())["status"] == "finished"
