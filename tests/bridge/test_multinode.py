@@ -2,7 +2,8 @@
 
 The head is node 0 and runs the driver and the actor; node 1 runs the env and rollout workers, so
 weights and rollouts cross a node boundary (through Ray's object store and gloo over TCP, on one
-machine). Every test is ``slow``: a two-node smoke run takes minutes on 2 cores.
+machine). The doctor case (about 25 s with the cluster's start and stop) runs in ``make test``;
+every training case is ``slow``: a two-node smoke run takes minutes on 2 cores.
 """
 
 from __future__ import annotations
@@ -24,8 +25,6 @@ from test_smoke import DEXRL, run_process  # noqa: E402
 
 pytest.importorskip("rlinf")
 pytest.importorskip("libero.libero")
-
-pytestmark = pytest.mark.slow
 
 # Actor on node 0, env and rollout on node 1: on nodes without GPUs RLinf's ids are node ranks.
 ACROSS = ["cluster.num_nodes=2", "~cluster.component_placement",
@@ -61,6 +60,7 @@ def test_doctor_reports_both_nodes_the_round_trip_on_each_and_the_placement(
     assert "node 0: actor ×1; node 1: env ×1, rollout ×1" in placement["finding"]
 
 
+@pytest.mark.slow
 def test_train_across_two_nodes_then_resume_on_the_same_cluster(
         two_nodes: LocalCluster, tmp_path: Path) -> None:
     run_dir = tmp_path / "run"
@@ -109,6 +109,7 @@ def _max_diff(a: dict[str, torch.Tensor], b: dict[str, torch.Tensor], keys) -> f
     return max((a[k].float() - b[k].float()).abs().max().item() for k in keys)
 
 
+@pytest.mark.slow
 def test_an_actor_of_world_size_two_matches_one_rank_and_exports(
         two_nodes: LocalCluster, tmp_path: Path) -> None:
     """FSDP2 over two gloo ranks (one per node) against one rank: same rollouts, same update where
@@ -179,6 +180,7 @@ def test_an_actor_of_world_size_two_matches_one_rank_and_exports(
     assert all(torch.equal(exported[k], wb[k].to(exported[k].dtype)) for k in exported)
 
 
+@pytest.mark.slow
 def test_a_lost_node_ends_the_run_naming_it_and_resume_continues_on_a_new_node(
         two_nodes: LocalCluster, tmp_path: Path) -> None:
     """Kill node 1's raylet in the rollout of step 2; a new node 1 joins; resume goes on."""
