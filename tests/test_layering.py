@@ -88,6 +88,11 @@ def test_no_command_imports_another() -> None:
     ("dexrl.bridge", ("dexrl.commands", "dexrl.cli", "dexrl.evaluation", "dexrl.doctor",
                       "dexrl.checks")),
     ("dexrl.evaluation", ("dexrl.commands", "dexrl.cli", "dexrl.doctor")),
+    # The run folder's one definition, read by the sessions and by the bridge's launch.
+    ("dexrl.runs", ("dexrl.commands", "dexrl.cli", "dexrl.bridge", "dexrl.training",
+                    "dexrl.evaluation", "dexrl.doctor")),
+    ("dexrl.runstate", ("dexrl.commands", "dexrl.cli", "dexrl.bridge", "dexrl.training",
+                        "dexrl.evaluation", "dexrl.doctor")),
     ("dexrl.checks", ("dexrl.commands", "dexrl.cli", "dexrl.bridge", "dexrl.evaluation",
                       "dexrl.doctor")),
     # Declarations: specs imports nothing of dexrl, plugins only specs, the catalog both.

@@ -16,7 +16,7 @@ Typical use (one launch per process: RLinf's ``Cluster`` is a process-wide singl
 Run folder (:mod:`dexrl.runs`; the caller writes ``config.yaml``): ``logs/driver.log``
 (everything the driver and its workers print, unless verbose), ``tensorboard/``, ``metrics.log``
 (RLinf's step tables) and ``checkpoints/global_step_N/`` with ``actor/`` and, once complete,
-:data:`MARKER`.
+:data:`dexrl.runs.MARKER`.
 """
 
 from __future__ import annotations
@@ -37,22 +37,16 @@ from dexrl.bridge.supervise import FailureSignal, Output, Progress, Supervisor
 from dexrl.errors import DexrlError
 from dexrl.runs import (
     LOG_FILE,
-    MARKER,
     check_run_folder,
     check_steps_left,
     checkpoint_step,
     checkpoints_dir,
     is_complete,
-    latest_checkpoint,
-    load_run_config,
     planned_steps,
 )
 from dexrl.runstate import watch_private_ray
 
-__all__ = [
-    "BANNER", "MARKER", "Progress", "prepare", "launch", "worker_env", "gl_backend",
-    "checkpoints_dir", "latest_checkpoint", "is_complete", "load_run_config", "wait_for_nodes",
-]
+__all__ = ["BANNER", "Progress", "prepare", "launch", "worker_env", "gl_backend", "wait_for_nodes"]
 
 BANNER = "[Dexbotic RL] Launching from Dexbotic entrypoint with RLinf as backend."
 INTERRUPTED = 130

@@ -13,7 +13,8 @@ import os
 import sys
 from pathlib import Path
 
-from dexrl.bridge.launch import latest_checkpoint, launch, prepare
+from dexrl.bridge.launch import launch, prepare
+from dexrl.runs import latest_checkpoint
 from dexrl.bridge.registry import EXT_MODULE
 from dexrl.config import compose
 from dexrl.progress import ProgressPrinter

@@ -15,7 +15,7 @@ from pathlib import Path
 
 import pytest
 
-from dexrl.bridge.launch import latest_checkpoint
+from dexrl.runs import latest_checkpoint
 from dexrl.runstate import STATE_FILE
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))

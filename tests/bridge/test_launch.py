@@ -22,7 +22,14 @@ from dexrl.bridge.supervise import (
     pending_calls,
 )
 from dexrl.errors import DexrlError
-from dexrl.runs import MARKER, planned_steps, set_run_folder
+from dexrl.runs import (
+    MARKER,
+    checkpoints_dir,
+    latest_checkpoint,
+    load_run_config,
+    planned_steps,
+    set_run_folder,
+)
 
 
 def _cfg(**runner: object) -> OmegaConf:
@@ -92,7 +99,7 @@ def test_ray_address_only_when_asked(monkeypatch: pytest.MonkeyPatch) -> None:
 # Run folder and checkpoints --------------------------------------------------------------------
 
 def _checkpoint(run_dir: Path, step: int, complete: bool) -> Path:
-    path = launch.checkpoints_dir(run_dir) / f"global_step_{step}"
+    path = checkpoints_dir(run_dir) / f"global_step_{step}"
     (path / "actor").mkdir(parents=True)
     if complete:
         (path / MARKER).write_text("{}")
@@ -101,11 +108,11 @@ def _checkpoint(run_dir: Path, step: int, complete: bool) -> Path:
 
 def test_latest_checkpoint_skips_incomplete_ones(tmp_path: Path) -> None:
     with pytest.raises(DexrlError, match="no complete checkpoint"):
-        launch.latest_checkpoint(tmp_path)
+        latest_checkpoint(tmp_path)
     _checkpoint(tmp_path, 2, complete=True)
     _checkpoint(tmp_path, 10, complete=True)
     _checkpoint(tmp_path, 11, complete=False)
-    assert launch.latest_checkpoint(tmp_path).name == "global_step_10"
+    assert latest_checkpoint(tmp_path).name == "global_step_10"
 
 
 def test_resume_point_must_be_complete_and_before_the_end(tmp_path: Path) -> None:
@@ -137,9 +144,9 @@ def test_run_folder_holds_logs_checkpoints_and_config(tmp_path: Path) -> None:
     launch.check_run_folder(cfg, tmp_path, None)
     from dexrl.bridge.workers import checkpoint_path
 
-    assert checkpoint_path(cfg, 4) == launch.checkpoints_dir(tmp_path) / "global_step_4"
+    assert checkpoint_path(cfg, 4) == checkpoints_dir(tmp_path) / "global_step_4"
     with pytest.raises(DexrlError, match="no config.yaml"):
-        launch.load_run_config(tmp_path / "elsewhere")
+        load_run_config(tmp_path / "elsewhere")
 
 
 def test_gl_backend_respects_the_user(monkeypatch: pytest.MonkeyPatch) -> None:

@@ -17,7 +17,7 @@ from pathlib import Path
 import pytest
 import torch
 
-from dexrl.bridge.launch import is_complete, latest_checkpoint
+from dexrl.runs import is_complete, latest_checkpoint
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 from ray_cluster import LocalCluster  # noqa: E402

@@ -222,7 +222,7 @@ def test_cli_smoke_trains_a_plugin_policy_one_step_from_its_checkpoint(install: 
                                                     tmp_path: Path) -> None:
     from test_smoke import DEXRL, run_process
 
-    from dexrl.bridge.launch import is_complete, latest_checkpoint
+    from dexrl.runs import is_complete, latest_checkpoint
 
     root = install("dexrl_plug_e2e", name="plug_e2e", with_checkpoint=True)
     run_dir = tmp_path / "run"

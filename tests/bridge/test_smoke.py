@@ -22,7 +22,8 @@ from pathlib import Path
 import pytest
 from omegaconf import OmegaConf
 
-from dexrl.bridge.launch import BANNER, is_complete, latest_checkpoint
+from dexrl.bridge.launch import BANNER
+from dexrl.runs import is_complete, latest_checkpoint
 
 HERE = Path(__file__).resolve().parent
 SCRIPT = HERE / "smoke_run.py"
