@@ -14,11 +14,10 @@ import sys
 from pathlib import Path
 
 from dexrl.bridge.launch import launch, prepare
-from dexrl.runs import latest_checkpoint
 from dexrl.bridge.registry import EXT_MODULE
 from dexrl.config import compose
 from dexrl.progress import ProgressPrinter
-from dexrl.runs import open_run, set_run_folder
+from dexrl.runs import latest_checkpoint, open_run, set_run_folder
 
 CONFIG = os.environ.get("DEXRL_SMOKE_CONFIG", "libero_spatial_ppo_dexbotic_pi0")
 
