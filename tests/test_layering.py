@@ -79,6 +79,10 @@ def test_no_command_imports_another() -> None:
     assert command_imports() == []
 
 
+ABOVE_THE_RUN_FOLDER = ("dexrl.commands", "dexrl.cli", "dexrl.bridge", "dexrl.training",
+                        "dexrl.evaluation", "dexrl.doctor")
+
+
 @pytest.mark.parametrize(("importer", "forbidden"), [
     # The models are a library of their own: the catalog's declarations at most.
     ("dexrl.models", ("dexrl.bridge", "dexrl.commands", "dexrl.cli", "dexrl.evaluation",
@@ -89,10 +93,8 @@ def test_no_command_imports_another() -> None:
                       "dexrl.checks")),
     ("dexrl.evaluation", ("dexrl.commands", "dexrl.cli", "dexrl.doctor")),
     # The run folder's one definition, read by the sessions and by the bridge's launch.
-    ("dexrl.runs", ("dexrl.commands", "dexrl.cli", "dexrl.bridge", "dexrl.training",
-                    "dexrl.evaluation", "dexrl.doctor")),
-    ("dexrl.runstate", ("dexrl.commands", "dexrl.cli", "dexrl.bridge", "dexrl.training",
-                        "dexrl.evaluation", "dexrl.doctor")),
+    ("dexrl.runs", ABOVE_THE_RUN_FOLDER),
+    ("dexrl.runstate", ABOVE_THE_RUN_FOLDER),
     ("dexrl.checks", ("dexrl.commands", "dexrl.cli", "dexrl.bridge", "dexrl.evaluation",
                       "dexrl.doctor")),
     # Declarations: specs imports nothing of dexrl, plugins only specs, the catalog both.

@@ -24,6 +24,7 @@ from dexrl.bridge.supervise import (
 from dexrl.errors import DexrlError
 from dexrl.runs import (
     MARKER,
+    check_run_folder,
     checkpoints_dir,
     latest_checkpoint,
     load_run_config,
@@ -139,9 +140,9 @@ def test_planned_steps_is_capped_by_epochs() -> None:
 def test_run_folder_holds_logs_checkpoints_and_config(tmp_path: Path) -> None:
     cfg = _cfg(logger={"log_path": "../results", "experiment_name": "x"})
     with pytest.raises(RuntimeError, match="set_run_folder"):  # launch refuses an unset config
-        launch.check_run_folder(cfg, tmp_path, None)
+        check_run_folder(cfg, tmp_path, None)
     set_run_folder(cfg, tmp_path)
-    launch.check_run_folder(cfg, tmp_path, None)
+    check_run_folder(cfg, tmp_path, None)
     from dexrl.bridge.workers import checkpoint_path
 
     assert checkpoint_path(cfg, 4) == checkpoints_dir(tmp_path) / "global_step_4"
