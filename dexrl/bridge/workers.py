@@ -64,15 +64,27 @@ class DexrlEnv(EnvWorker):
 
     RLinf's env types are a closed enum, so a dexrl task keeps an RLinf ``env_type`` whose
     observation format and action handling it shares (``libero``) and names itself in
-    ``dexrl_env``; only the class RLinf would build is replaced. Without that key nothing changes.
+    ``dexrl_env``. RLinf's ``init_worker`` resolves each env config's class with its module's
+    ``get_env_cls``, which imports that env type's stack (LIBERO, robosuite, MuJoCo); for the
+    duration of that call a config with ``dexrl_env`` resolves to dexrl's class instead, so a
+    task that renders nothing needs no renderer installed. Without that key nothing changes.
     """
 
-    def _setup_env_and_wrappers(self, env_cls: type, env_cfg: Any,
-                                num_envs_per_stage: int) -> list:
-        name = env_cfg.get("dexrl_env")
-        if name:
-            env_cls = dexrl_env_class(name)
-        return super()._setup_env_and_wrappers(env_cls, env_cfg, num_envs_per_stage)
+    def init_worker(self) -> None:
+        """RLinf's set-up, with dexrl's tasks resolved before RLinf's env stack is imported."""
+        from rlinf.workers.env import env_worker
+
+        rlinf_get_env_cls = env_worker.get_env_cls
+
+        def get_env_cls(env_type: str, env_cfg: Any = None) -> type:
+            name = env_cfg.get("dexrl_env") if env_cfg is not None else None
+            return dexrl_env_class(name) if name else rlinf_get_env_cls(env_type, env_cfg)
+
+        env_worker.get_env_cls = get_env_cls
+        try:
+            super().init_worker()
+        finally:
+            env_worker.get_env_cls = rlinf_get_env_cls
 
 
 def dexrl_env_class(name: str) -> type:
