@@ -42,6 +42,33 @@ def test_dry_run_prints_the_plan_and_writes_nothing(cwd: Path) -> None:
     assert list(cwd.iterdir()) == []
 
 
+@pytest.mark.parametrize("model", ["pi0", "dm0"])
+def test_a_smoke_dry_run_sizes_the_tiny_model_it_would_train(cwd: Path, model: str) -> None:
+    """Not the real model's 3 B parameters, 28 GB checkpoints and 33 GB of memory."""
+    result = run("train", "--suite", "libero_spatial", "--model", model, "--smoke", "--dry-run")
+    assert result.exit_code == 0, result.output
+    lines = result.stdout.splitlines()
+    model_line = next(line for line in lines if line.startswith("Model:"))
+    assert " k parameters" in model_line, model_line
+    assert next(line for line in lines if line.startswith("Checkpoints:")).endswith("MB of disk")
+    memory = lines[lines.index("Memory estimate per GPU (analytic):") + 1]
+    assert float(memory.split("≈")[1].split()[0]) < 3, memory
+    assert list(cwd.iterdir()) == [] or [p.name for p in cwd.iterdir()] == ["home"]
+
+
+def test_plan_sizes_agree_with_what_the_adapter_trains(tiny_pi0_dir: Path) -> None:
+    from dexrl.bridge.pi0_policy import Pi0RLPolicy
+    from dexrl.bridge.rl_steps import RLSettings
+    from dexrl.launch_plan import checkpoint_sizes
+    from dexrl.models import load_policy
+
+    policy = Pi0RLPolicy(load_policy(tiny_pi0_dir), RLSettings(num_steps=4, num_action_chunks=5,
+                                                           train_expert_only=True))
+    model = {n: p for n, p in policy.named_parameters() if not n.startswith("value_head.")}
+    trainable = sum(p.numel() for p in model.values() if p.requires_grad)
+    assert checkpoint_sizes(tiny_pi0_dir) == (sum(p.numel() for p in model.values()), trainable)
+
+
 def test_dry_run_shows_the_worker_groups_per_node_of_a_two_node_placement(cwd: Path) -> None:
     result = run("train", *SPATIAL_PI0, "--smoke", "--dry-run", "cluster.num_nodes=2",
                  "~cluster.component_placement",
