@@ -241,3 +241,11 @@ def suite_of(cfg: DictConfig, suite: str | None) -> str | None:
     """The LIBERO suite a config trains on (from the flag, else from the env group)."""
     return suite if suite and suite.startswith("libero_") else OmegaConf.select(
         cfg, "env.train.task_suite_name", default=suite)
+
+
+def renders(cfg: DictConfig, split: str | None = None) -> bool:
+    """Whether the config's envs (or those of ``split``: train, eval) are LIBERO's, which render
+    with OpenGL in env subprocesses; dexrl's own tasks (``dexrl_env``) need neither."""
+    return any(OmegaConf.select(cfg, f"env.{s}") is not None
+               and not OmegaConf.select(cfg, f"env.{s}.dexrl_env", default=None)
+               for s in ((split,) if split else ("train", "eval")))

@@ -99,13 +99,6 @@ def _gl_works(backend: str) -> bool:
     return done.returncode == 0
 
 
-def renders(cfg: DictConfig) -> bool:
-    """Whether a config's environments need LIBERO's renderer (dexrl's own tasks draw nothing
-    with OpenGL)."""
-    return any(not OmegaConf.select(cfg, f"env.{split}.dexrl_env", default=None)
-               for split in ("train", "eval") if OmegaConf.select(cfg, f"env.{split}") is not None)
-
-
 WORKER_ENV_KEYS = ("RLINF_EXT_MODULE", "MUJOCO_GL", "PYOPENGL_PLATFORM", "LIBERO_CONFIG_PATH",
                    "TOKENIZERS_PARALLELISM")
 
@@ -141,6 +134,7 @@ def prepare(cfg: DictConfig, *, smoke: bool, ext_module: str = EXT_MODULE) -> di
     Returns:
         The variables set.
     """
+    from dexrl.config import renders
     from dexrl.libero_assets import use_libero_config_dir
 
     use_libero_config_dir()  # before anything imports libero: that import writes its config

@@ -169,10 +169,11 @@ def test_a_missing_mujoco_is_named_not_reported_as_a_gl_failure(
 
 
 def test_only_configs_that_render_probe_opengl(monkeypatch: pytest.MonkeyPatch) -> None:
-    from dexrl.config import compose
+    from dexrl.config import compose, renders
 
-    assert not launch.renders(compose("reach_ppo_dexbotic_pi0"))
-    assert launch.renders(compose("libero_spatial_ppo_dexbotic_pi0"))
+    assert not renders(compose("reach_ppo_dexbotic_pi0"))
+    assert renders(compose("libero_spatial_ppo_dexbotic_pi0"))
+    assert renders(compose("reach_ppo_dexbotic_pi0", ["~env.eval.dexrl_env"]), "eval")
     for var in launch.WORKER_ENV_KEYS:
         monkeypatch.setenv(var, "")  # recorded, so that what prepare sets is undone
         monkeypatch.delenv(var)
