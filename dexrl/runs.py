@@ -32,6 +32,7 @@ from typing import Any
 
 from omegaconf import DictConfig, OmegaConf, open_dict
 
+from dexrl import durable
 from dexrl.config import flatten
 from dexrl.errors import DexrlError
 from dexrl.versions import installed_versions
@@ -172,11 +173,8 @@ def check_run_folder(cfg: DictConfig, run_dir: Path, resume_from: Path | None) -
 
 
 def save_config(run_dir: Path, cfg: DictConfig) -> None:
-    """Write ``config.yaml`` (resolved) atomically: what RLinf runs with, what resume reads."""
-    path = Path(run_dir) / CONFIG_FILE
-    tmp = path.with_name(f".{CONFIG_FILE}.tmp")
-    tmp.write_text(OmegaConf.to_yaml(cfg, resolve=True))
-    os.replace(tmp, path)
+    """Write ``config.yaml`` (resolved) durably: what RLinf runs with, what resume reads."""
+    durable.write_text(Path(run_dir) / CONFIG_FILE, OmegaConf.to_yaml(cfg, resolve=True))
 
 
 def write_run_files(run_dir: Path, cfg: DictConfig, argv: list[str],
@@ -197,7 +195,7 @@ def write_run_files(run_dir: Path, cfg: DictConfig, argv: list[str],
         "checkpoint": checkpoint_provenance(OmegaConf.select(cfg, "actor.model.model_path")),
         **(extra or {}),
     }
-    (run_dir / MANIFEST_FILE).write_text(json.dumps(manifest, indent=2, default=str) + "\n")
+    durable.write_json(run_dir / MANIFEST_FILE, manifest)
 
 
 def read_manifest(run_dir: Path) -> dict[str, Any]:
@@ -216,7 +214,7 @@ def use_wandb_run_id(run_dir: Path) -> str:
         run_id = path.read_text().strip()
     else:
         run_id = uuid.uuid4().hex[:12]
-        path.write_text(run_id + "\n")
+        durable.write_text(path, run_id + "\n")
     os.environ["WANDB_RUN_ID"] = run_id
     os.environ.setdefault("WANDB_RESUME", "allow")
     return run_id
@@ -393,12 +391,14 @@ def skipped(run_dir: Path, chosen: Checkpoint) -> list[str]:
 
 
 def mark_complete(checkpoint: Path, step: int) -> Path:
-    """Write the completion marker into a finished checkpoint folder (atomically, last)."""
-    marker = Path(checkpoint) / MARKER
-    tmp = marker.with_suffix(".tmp")
-    tmp.write_text(json.dumps({"step": step, "written": time.strftime("%Y-%m-%dT%H:%M:%S")}))
-    os.replace(tmp, marker)
-    return marker
+    """Vouch for a finished checkpoint folder: make it durable, then write the marker (last).
+
+    The checkpoint's files are fsynced first, so that after a power loss a marker never
+    survives the files it vouches for.
+    """
+    durable.sync_tree(checkpoint)
+    return durable.write_json(Path(checkpoint) / MARKER,
+                              {"step": step, "written": time.strftime("%Y-%m-%dT%H:%M:%S")})
 
 
 def latest_checkpoint(run_dir: Path) -> Path:

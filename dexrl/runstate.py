@@ -27,6 +27,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from dexrl import durable
+
 STATE_FILE = "run-state.json"
 PROC = Path("/proc")
 
@@ -117,10 +119,7 @@ def read(run_dir: Path) -> dict[str, Any]:
 
 
 def _write(run_dir: Path, data: dict[str, Any]) -> None:
-    path = Path(run_dir) / STATE_FILE
-    tmp = path.with_suffix(".tmp")
-    tmp.write_text(json.dumps(data, indent=2) + "\n")
-    os.replace(tmp, path)
+    durable.write_json(Path(run_dir) / STATE_FILE, data)
 
 
 def previous_run(run_dir: Path) -> Previous | None:
