@@ -228,13 +228,20 @@ def compose_and_check(
     overrides: list[str],
     gpus_per_node: int = 8,
 ) -> Validated:
-    """Compose the chosen config with overrides and run every config check."""
+    """Compose the chosen config with overrides and run every config check.
+
+    What ``train`` refuses in a config is found here, for ``train`` and ``validate`` alike:
+    overrides of the fields dexrl sets (:func:`dexrl.runs.owned_override_findings`; they are
+    left out of the composition), then :func:`dexrl.checks.config.run_config_checks`.
+    """
     from dexrl.checks.config import Facts, run_config_checks
+    from dexrl.runs import owned_override_findings, without_owned
 
     name = resolve_config_name(suite, model, config_name)
-    cfg = compose(name, overrides)
+    owned = owned_override_findings(overrides)
+    cfg = compose(name, without_owned(overrides))
     facts = Facts(suite=suite_of(cfg, suite), gpus_per_node=gpus_per_node)
-    return Validated(name, cfg, run_config_checks(cfg, facts))
+    return Validated(name, cfg, owned + run_config_checks(cfg, facts))
 
 
 def suite_of(cfg: DictConfig, suite: str | None) -> str | None:

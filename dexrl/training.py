@@ -124,7 +124,6 @@ def prepare(*, suite: str | None, model: str | None, config_name: str | None,
     from dexrl.config import compose_and_check, suite_of
     from dexrl.hub import resolve_ckpt
 
-    runs.refuse_owned_overrides(overrides, "--run-dir DIR picks the run folder")
     if name and run_dir:
         raise DexrlError("--name and --run-dir both name the run folder",
                          "pass one: --name NAME (runs/NAME) or --run-dir PATH")
@@ -166,7 +165,7 @@ def start(new: NewRun, *, ray_address: str | None) -> DictConfig:
     try:
         runs.check_new_run_dir(new.target)
     except DexrlError as exc:  # say what happened to a run that was killed there
-        exc.details += runstate.story(new.target)
+        exc.details += runstate.story(new.target) + runs.skipped(new.target)
         raise
     check_ray_address(ray_address)
     cfg = new.result.cfg

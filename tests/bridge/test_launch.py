@@ -29,6 +29,7 @@ from dexrl.runs import (
     checkpoints_dir,
     latest_checkpoint,
     load_run_config,
+    mark_complete,
     planned_steps,
     set_run_folder,
 )
@@ -104,7 +105,7 @@ def _checkpoint(run_dir: Path, step: int, complete: bool) -> Path:
     path = checkpoints_dir(run_dir) / f"global_step_{step}"
     (path / "actor").mkdir(parents=True)
     if complete:
-        (path / MARKER).write_text("{}")
+        mark_complete(path, step)
     return path
 
 

@@ -82,7 +82,7 @@ def test_a_folder_whose_driver_was_killed_says_so(cwd: Path) -> None:
 
     folder = cwd / "killed"
     (folder / "checkpoints" / "global_step_1").mkdir(parents=True)
-    (folder / "checkpoints" / "global_step_1" / runs.MARKER).write_text("{}")
+    runs.mark_complete(folder / "checkpoints" / "global_step_1", 1)
     (folder / "config.yaml").write_text("{}")
     write_killed_run(folder, 1)
     result = run("train", *SPATIAL_PI0, "--smoke", "--run-dir", str(folder))
@@ -157,7 +157,7 @@ def fake_run(root: Path, steps: dict[int, bool]) -> Path:
         path = runs.checkpoints_dir(root) / f"global_step_{step}" / "actor"
         path.mkdir(parents=True)
         if complete:
-            (path.parent / runs.MARKER).write_text("{}")
+            runs.mark_complete(path.parent, step)
     return root
 
 
