@@ -89,8 +89,8 @@ def check_versions(facts: StackFacts) -> CheckResult:
     if untested:
         return warn("stack.versions",
                     f"{'; '.join(untested)}: untested with dexrl; stack.serializer shows whether "
-                    "it works", "nothing to do while stack.serializer is ok; `make install` "
-                    "gives the tested versions", versions=shown, ranges=facts.ranges)
+                    "it works", "nothing to do while stack.serializer is ok; for a tested version, "
+                    "`pip install '<package><range>'`", versions=shown, ranges=facts.ranges)
     return ok("stack.versions",
               f"{len(facts.versions)} packages within dexrl's ranges (python "
               f"{facts.versions['python']}, torch {facts.versions['torch']}, rlinf "
