@@ -89,7 +89,7 @@ def areas(findings: Sequence[Finding] | None) -> list[Area]:
     """Every area in report order."""
     return [
         Area("config", config_area(findings), ("config.checks",)),
-        Area("stack", stack.run, ("stack.versions", "stack.mujoco")),
+        Area("stack", stack.run, ("stack.versions", "stack.mujoco", "stack.serializer")),
         Area("cuda", cuda.run, ("cuda.devices", "cuda.placement")),
         rendering_only("render", render.run,
                        ("render.backend", "render.egl", "render.offscreen")),
