@@ -34,6 +34,29 @@ class Plan:
     checkpoint_gb: float = 0.0
     saves: int = 0
     memory_gb_per_gpu: dict[int, float] = field(default_factory=dict)
+    prefix_cache: PrefixCachePlan | None = None
+
+
+@dataclass
+class PrefixCachePlan:
+    """The training prefix cache of one actor rank (``train_expert_only``).
+
+    Attributes:
+        need_gb: Caches of all the rank's samples of a global step.
+        device_gb: Of which kept on the GPU (within ``prefix_cache.device_gb``).
+        host_gb: Of which kept in pinned host memory (within ``prefix_cache.host_gb``).
+        update_epochs: PPO epochs; a cached sample's prefix runs once instead of this often.
+    """
+
+    need_gb: float
+    device_gb: float
+    host_gb: float
+    update_epochs: int
+
+    @property
+    def cached_fraction(self) -> float:
+        """Share of the samples whose prefix is computed once per global step."""
+        return min(1.0, (self.device_gb + self.host_gb) / self.need_gb) if self.need_gb else 0.0
 
 
 def _sel(cfg: DictConfig, key: str, default: object = None) -> object:
@@ -104,6 +127,10 @@ def make_plan(cfg: DictConfig, facts: Facts) -> Plan:
                                                            else 0)
     precision = str(_sel(cfg, "actor.model.precision", "bf16"))
     weight_bytes = 2 if precision in ("bf16", "fp16") else 4
+    kv_bytes = policy.model.prefix_kv_bytes if policy is not None else 0.0
+    if expert_only and kv_bytes:
+        plan.prefix_cache = _prefix_cache_plan(cfg, kv_bytes * weight_bytes / 2 * plan.samples
+                                               / actor_ranks / GB, update_epochs)
     per_sample = ACTIVATION_GB_PER_SAMPLE if expert_only else FULL_FT_ACTIVATION_GB_PER_SAMPLE
     for comp, gpus in plan.placement.items():
         for node, gpu in gpus:
@@ -112,12 +139,31 @@ def make_plan(cfg: DictConfig, facts: Facts) -> Plan:
             if comp == "actor":
                 mem += (4 * plan.params + 16 * plan.trainable) / actor_ranks / GB
                 mem += per_sample * mbs
+                mem += plan.prefix_cache.device_gb if plan.prefix_cache else 0.0
             elif comp == "rollout":
                 mem += weight_bytes * plan.params / GB
             elif comp == "env":
                 mem += ENV_GB_PER_GPU
             plan.memory_gb_per_gpu[key] = mem
     return plan
+
+
+def _prefix_cache_plan(cfg: DictConfig, need_gb: float, update_epochs: int) -> PrefixCachePlan:
+    device = min(need_gb, float(_sel(cfg, "actor.model.dexbotic.prefix_cache.device_gb", 0.0)))
+    host = min(need_gb - device, float(_sel(cfg, "actor.model.dexbotic.prefix_cache.host_gb",
+                                            0.0)))
+    return PrefixCachePlan(need_gb, device, host, update_epochs)
+
+
+def render_prefix_cache(cache: PrefixCachePlan | None) -> list[str]:
+    """The prefix cache lines of the plan (none without ``train_expert_only``)."""
+    if cache is None:
+        return []
+    passes = cache.cached_fraction + (1 - cache.cached_fraction) * cache.update_epochs
+    return [f"Training prefix cache per actor rank: ≈{cache.need_gb:.1f} GB for all samples; "
+            f"≈{cache.device_gb:.1f} GB on the GPU, ≈{cache.host_gb:.1f} GB pinned on the host",
+            f"  {cache.cached_fraction:.0%} of samples computed once; ≈{passes:.2f} prefix "
+            f"passes per sample per global step (recomputing: {cache.update_epochs})"]
 
 
 def render_plan(plan: Plan, gpus_per_node: int) -> list[str]:
@@ -136,6 +182,7 @@ def render_plan(plan: Plan, gpus_per_node: int) -> list[str]:
         f"  optimizer steps  {plan.optimizer_steps:g}",
         f"  micro-batches    {plan.micro_batches_per_rank:g} per actor rank",
         f"Model: ≈{plan.params / GB:.2f} B parameters, ≈{plan.trainable / GB:.3f} B trainable",
+        *render_prefix_cache(plan.prefix_cache),
         f"Checkpoints: ≈{plan.checkpoint_gb:.1f} GB each, {plan.saves} save(s) → "
         f"≈{plan.checkpoint_gb * plan.saves:.0f} GB of disk",
         "Memory estimate per GPU (analytic):",

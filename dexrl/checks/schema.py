@@ -206,6 +206,12 @@ SCHEMA: tuple[Key, ...] = (
        "(LIBERO checkpoints: mean_std).", choices=NORM_MODES),
     _k("actor.model.dexbotic.model_max_length", "int|null", "Prompt length in tokens (DM0 "
        "trains with 200; null: the checkpoint's).", POS),
+    _k("actor.model.dexbotic.prefix_cache.device_gb", "float", "GB per actor rank of training "
+       "prefix caches kept on the GPU (train_expert_only: each sample's frozen prefix is "
+       "computed once per global step).", NONNEG),
+    _k("actor.model.dexbotic.prefix_cache.host_gb", "float", "GB per actor rank of further "
+       "prefix caches in pinned host memory; beyond both budgets the prefix is recomputed.",
+       NONNEG),
     # --- actor training (RLinf's FSDP actor worker) ---
     _k("actor.group_name", "str", "Name of RLinf's actor worker group."),
     _k("actor.training_backend", "str", "RLinf's actor backend; its embodied actor is the FSDP "

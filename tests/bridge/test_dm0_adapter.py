@@ -111,6 +111,7 @@ def test_forward_inputs_have_dm0_shapes(make_policy) -> None:
         "tokens": ((2, TINY_PROMPT_LENGTH), torch.int64),
         "token_mask": ((2, TINY_PROMPT_LENGTH), torch.bool),
         "state": ((2, 32), torch.float32),
+        "sample_ids": ((2,), torch.int64),
         "chains_bits": ((2, 4, CHUNK, 32), torch.int32),
         "denoise_inds": ((2, 1), torch.int64),
     }

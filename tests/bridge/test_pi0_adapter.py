@@ -109,6 +109,7 @@ def test_output_shapes_and_forward_inputs(make_policy) -> None:
         "tokens": ((2, 16), torch.int64),
         "token_mask": ((2, 16), torch.bool),
         "state": ((2, 32), torch.float32),
+        "sample_ids": ((2,), torch.int64),
         "chains_bits": ((2, 5, CHUNK, 32), torch.int32),
         "denoise_inds": ((2, 4), torch.int64),
     }
@@ -313,3 +314,33 @@ def test_fsdp2_bf16_training_reproduces_the_rollout(make_policy, tmp_path: Path)
         (out["logprobs"].sum() + out["values"].sum()).backward()
         grads = {n for n, p in model.named_parameters() if p.grad is not None}
         assert grads and all(n.startswith(TRAINABLE_PREFIXES) for n in grads)
+
+
+def test_fsdp2_epochs_reuse_the_prefix_and_still_reproduce_the_rollout(make_policy,
+                                                                       tmp_path: Path) -> None:
+    """Through RLinf's FSDP2 wrapping (fp32): the step hook reaches the policy, the second epoch
+    takes the prefix from the cache (the frozen LLM's units are not gathered for it), and both
+    epochs give the rollout's log-probs and values exactly, and the same gradients."""
+    from rlinf.hybrid_engines.fsdp.utils import apply_fsdp2_to_model
+    from torch.distributed.device_mesh import init_device_mesh
+    from torch.distributed.fsdp import MixedPrecisionPolicy, OffloadPolicy
+
+    _, result = _rollout(make_policy(), 3)
+    with _single_process_group(tmp_path):
+        precision = MixedPrecisionPolicy(param_dtype=torch.float32, cast_forward_inputs=True)
+        model = apply_fsdp2_to_model(make_policy(), {}, init_device_mesh("cpu", (1,)), precision,
+                                     OffloadPolicy(), reshard_after_forward=True)
+        model.train()
+        model.set_global_step(0)
+        grads = []
+        for _ in range(2):
+            out = model(forward_inputs=result["forward_inputs"], compute_values=True)
+            assert torch.equal(out["logprobs"], result["prev_logprobs"])
+            assert torch.equal(out["values"], result["prev_values"][:, 0])
+            (out["logprobs"].sum() + out["values"].sum()).backward()
+            grads.append({n: p.grad.full_tensor().clone() for n, p in model.named_parameters()
+                          if p.grad is not None})
+            model.zero_grad()
+        assert (model.prefix_store.computed_rows, model.prefix_store.reused_rows) == (3, 3)
+        assert grads[0].keys() == grads[1].keys()
+        assert all(torch.equal(g, grads[1][n]) for n, g in grads[0].items())
