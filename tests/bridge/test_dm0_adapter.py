@@ -252,7 +252,7 @@ def test_fsdp2_training_reproduces_the_rollout(make_policy, tmp_path: Path, dtyp
         model = _fsdp2(make_policy(dtype), dtype)
         units = {type(m).__name__ for m in model.modules() if isinstance(m, FSDPModule)}
         # FSDP2 renames the classes it wraps.
-        assert {"FSDPQwen3MLP", "FSDPPeResidualBlock", "FSDPQwen3RMSNorm"} <= units
+        assert {"FSDPQwen3MLP", "FSDPPeResidualBlock", "FSDPDm0RMSNorm"} <= units
         model.train()
         out = model(forward_inputs=result["forward_inputs"], compute_values=True)
         if dtype == torch.float32:

@@ -191,14 +191,20 @@ def _project_qkv(
 def _attention(
     q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, mask: torch.Tensor, scaling: float
 ) -> torch.Tensor:
-    """Eager attention with GQA: [B, H, Q, D] x [B, Hkv, K, D] -> [B, Q, H*D]; softmax in fp32."""
-    groups = q.shape[1] // k.shape[1]
-    k = k.repeat_interleave(groups, dim=1)
-    v = v.repeat_interleave(groups, dim=1)
-    scores = torch.matmul(q, k.transpose(2, 3)) * scaling + mask.to(q.dtype)
+    """Eager attention with GQA: [B, H, Q, D] x [B, Hkv, K, D] -> [B, Q, H*D]; softmax in fp32.
+
+    Query head h reads key/value head h // (H / Hkv). The heads sharing a key/value head are
+    stacked along the query axis, so each key/value head is multiplied once, never copied per
+    query head (the same dot products as repeating it).
+    """
+    batch, heads, length, head_dim = q.shape
+    kv_heads = k.shape[1]
+    q = q.reshape(batch, kv_heads, heads // kv_heads * length, head_dim)
+    scores = torch.matmul(q, k.transpose(2, 3)) * scaling
+    scores = scores.unflatten(2, (heads // kv_heads, length)) + mask[:, :, None].to(q.dtype)
     probs = torch.softmax(scores, dim=-1, dtype=torch.float32).to(q.dtype)
-    out = torch.matmul(probs, v).transpose(1, 2)
-    return out.reshape(out.shape[0], out.shape[1], -1)
+    out = torch.matmul(probs.flatten(2, 3), v).view(batch, heads, length, head_dim)
+    return out.transpose(1, 2).reshape(batch, length, heads * head_dim)
 
 
 def _finish_layer(layer: nn.Module, x: torch.Tensor, attended: torch.Tensor) -> torch.Tensor:
