@@ -302,7 +302,9 @@ class FlowRLPolicy(nn.Module, BasePolicy):
         settings = self.settings
         state = self._state(forward_inputs)
         ids = forward_inputs.get("sample_ids")
-        if self.prefix_store is not None and ids is not None:
+        # Tensors made under inference mode cannot enter a later graph: such calls do not store.
+        if self.prefix_store is not None and ids is not None \
+                and not torch.is_inference_mode_enabled():
             cache = self.prefix_store.prefix(ids.tolist(), lambda rows: self._encode_prefix(
                 {k: forward_inputs[k][rows] for k in PREFIX_INPUTS}), state.device)
             denoise = self._cached_denoiser(cache, state)

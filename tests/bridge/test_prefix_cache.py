@@ -174,9 +174,11 @@ def test_budgets_spill_to_host_then_recompute(budget: str, tiny_pi0_dir: Path) -
     assert store.reused_rows == (EPOCHS - 1) * stored
 
 
-def test_without_sample_ids_or_train_expert_only_nothing_is_cached(tiny_pi0_dir: Path) -> None:
+def test_no_caching_without_ids_in_inference_mode_or_when_training_all(tiny_pi0_dir: Path) -> None:
     cached, _ = _pair("pi0", tiny_pi0_dir)
     inputs = _rollouts(cached, cached.flow.images.size[0])["forward_inputs"]
+    with torch.inference_mode():  # its tensors could not serve a later training call
+        cached(forward_inputs=inputs)
     del inputs["sample_ids"]
     cached(forward_inputs=inputs)
     assert len(cached.prefix_store) == 0 and cached.prefix_store.computed_rows == 0
