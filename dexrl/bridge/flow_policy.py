@@ -355,7 +355,7 @@ class FlowRLPolicy(nn.Module, BasePolicy):
         masks = torch.arange(NUM_VIEWS).lt(views).expand(batch, NUM_VIEWS)
         return ModelInputs(
             torch.cat([pixels, pad], dim=1), masks, inputs["tokens"].long(),
-            inputs["token_mask"].bool(), inputs["state"].to(torch.float32),
+            inputs["token_mask"].bool(), self._state(inputs),
         ).to(self.flow.device)
 
     def _state(self, inputs: Mapping[str, torch.Tensor]) -> torch.Tensor:
