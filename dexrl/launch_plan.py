@@ -35,6 +35,7 @@ class Plan:
     saves: int = 0
     memory_gb_per_gpu: dict[int, float] = field(default_factory=dict)
     prefix_cache: PrefixCachePlan | None = None
+    attention: str = "eager"
 
 
 @dataclass
@@ -127,6 +128,7 @@ def make_plan(cfg: DictConfig, facts: Facts) -> Plan:
                                                            else 0)
     precision = str(_sel(cfg, "actor.model.precision", "bf16"))
     weight_bytes = 2 if precision in ("bf16", "fp16") else 4
+    plan.attention = str(_sel(cfg, "actor.model.dexbotic.attention", "eager"))
     kv_bytes = policy.model.prefix_kv_bytes if policy is not None else 0.0
     if expert_only and kv_bytes:
         plan.prefix_cache = _prefix_cache_plan(cfg, kv_bytes * weight_bytes / 2 * plan.samples
@@ -183,6 +185,9 @@ def render_plan(plan: Plan, gpus_per_node: int) -> list[str]:
         f"  micro-batches    {plan.micro_batches_per_rank:g} per actor rank",
         f"Model: ≈{plan.params / GB:.2f} B parameters, ≈{plan.trainable / GB:.3f} B trainable",
         *render_prefix_cache(plan.prefix_cache),
+        f"Attention: {plan.attention}" + (" (GPU lever, not yet measured on a GPU)"
+                                          if plan.attention != "eager" else
+                                          " (reference; sdpa: GPU lever, default off)"),
         f"Checkpoints: ≈{plan.checkpoint_gb:.1f} GB each, {plan.saves} save(s) → "
         f"≈{plan.checkpoint_gb * plan.saves:.0f} GB of disk",
         "Memory estimate per GPU (analytic):",

@@ -35,6 +35,7 @@ DOCUMENTED = {
     "rollout.model.model_path": "interpolates actor.model.model_path instead of repeating it",
     "actor.model.dexbotic.norm_mode": "added: explicit normalization mode (mean/std for LIBERO)",
     "actor.model.dexbotic.model_max_length": "added (DM0): Dexbotic's training prompt length 200",
+    "actor.model.dexbotic.attention": "added: eager attention (sdpa: GPU lever, default off)",
     "actor.model.dexbotic.prefix_cache.device_gb": "added: training prefix cache on the GPU",
     "actor.model.dexbotic.prefix_cache.host_gb": "added: training prefix cache in host memory",
     "actor.fsdp_config.strategy": "fsdp2: frozen LLM and trainable expert share FSDP units",

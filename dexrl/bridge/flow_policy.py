@@ -77,7 +77,7 @@ from dexrl.bridge.rl_steps import (
 )
 from dexrl.errors import DexrlError
 from dexrl.models import checkpoint_model_type
-from dexrl.models.flow.mot import PrefixCache
+from dexrl.models.flow.mot import ATTENTION, PrefixCache
 from dexrl.models.flow.network import ModelInputs
 
 # The env-observation checks and frame conversion of the inference policy, so that both entry
@@ -189,8 +189,10 @@ class FlowRLPolicy(nn.Module, BasePolicy):
                              hint=f"set actor.model.model_type={found} for this checkpoint",
                              where=str(Path(str(model_path)) / "config.json"))
         prefix_cache = PrefixCacheSettings.from_model_cfg(cfg)
+        attention = attention_impl(cfg)
         policy = cls.load_flow_policy(str(model_path), torch_dtype, settings.norm_mode,
                                       model_max_length)
+        policy.network.attention = attention
         return cls(policy, settings, prefix_cache)
 
     def frozen_modules(self) -> tuple[nn.Module, ...]:
@@ -441,6 +443,21 @@ def prompt_length(cfg: Mapping[str, Any]) -> int | None:
     return length
 
 
+def attention_impl(cfg: Mapping[str, Any]) -> str:
+    """``actor.model.dexbotic.attention``: ``eager`` (default) or ``sdpa`` (a GPU lever, off by
+    default until measured on a GPU; docs/performance.md).
+
+    Raises:
+        DexrlError: any other value.
+    """
+    value = (cfg.get("dexbotic", None) or {}).get("attention", "eager")
+    if value not in ATTENTION:
+        raise DexrlError(f"attention is {value!r}, expected one of {', '.join(ATTENTION)}",
+                         hint="eager is the reference; sdpa uses torch's fused attention",
+                         where="actor.model.dexbotic.attention")
+    return value
+
+
 def _is_deterministic(mode: str | None, do_sample: Any) -> bool:
     if mode is None:
         return do_sample is False
@@ -450,4 +467,5 @@ def _is_deterministic(mode: str | None, do_sample: Any) -> bool:
     return mode == "eval"
 
 
-__all__ = ["EVAL_NOISE_SEED", "FlowRLPolicy", "init_value_head", "prompt_length"]
+__all__ = ["EVAL_NOISE_SEED", "FlowRLPolicy", "attention_impl", "init_value_head",
+           "prompt_length"]

@@ -260,9 +260,17 @@ def test_rlinf_get_model_builds_the_registered_policy(tiny_pi0_dir, precision, d
     assert {p.dtype for p in model.parameters()} == {dtype}
     assert model.settings.noise_level == cfg.dexbotic.noise_level
     assert model.settings.num_steps == cfg.num_steps
+    assert model.pi0.network.attention == cfg.dexbotic.attention == "eager"
+    assert model.prefix_store.settings.device_gb == cfg.dexbotic.prefix_cache.device_gb
     actions, result = model.predict_action_batch(_env_obs(2))
     assert actions.shape == (2, 5, cfg.action_dim)
     assert result["prev_logprobs"].dtype == torch.float32
+
+
+def test_sdpa_attention_setting_reaches_the_network(tiny_pi0_dir) -> None:
+    cfg = {"model_path": str(tiny_pi0_dir), "num_action_chunks": 5,
+           "dexbotic": {"attention": "sdpa"}}
+    assert build(cfg, None).pi0.network.attention == "sdpa"
 
 
 def test_bad_settings_fail_clearly(tiny_pi0_dir) -> None:
@@ -274,6 +282,8 @@ def test_bad_settings_fail_clearly(tiny_pi0_dir) -> None:
         ({"num_action_chunks": CHUNK + 1}, "num_action_chunks"),
         ({"num_steps": 1, "ignore_last": True}, "num_steps"),
         ({"model_path": None}, "model_path"),
+        ({"dexbotic": {"attention": "flash"}}, "attention"),
+        ({"dexbotic": {"prefix_cache": {"host_gb": -2}}}, "prefix_cache.host_gb"),
     ]
     for override, key in cases:
         with pytest.raises(DexrlError) as info:

@@ -232,3 +232,24 @@ def test_release_reaches_the_policy_inside_an_fsdp1_wrapper(tiny_pi0_dir: Path) 
     release_prefix_cache(SimpleNamespace(module=cached))
     assert len(cached.prefix_store) == 0
     release_prefix_cache(torch.nn.Linear(1, 1))  # a policy without a cache: nothing to do
+
+
+@pytest.mark.gpu
+@pytest.mark.skipif(not torch.cuda.is_available(), reason="needs a CUDA GPU")
+def test_reused_prefix_on_cuda_in_bf16(tiny_pi0_dir: Path) -> None:
+    """On the GPU in bf16: the reused prefix gives the log-probs of its first use exactly and the
+    recomputing policy's to bf16 noise; the first ratio stays 1."""
+    rl = RLSettings(num_steps=3, num_action_chunks=5)
+    cached, plain = (Pi0RLPolicy(load_policy(tiny_pi0_dir, device="cuda", dtype=torch.bfloat16),
+                                 rl, cache) for cache in (None, RECOMPUTE))
+    torch.manual_seed(0)
+    _, result = cached.predict_action_batch(_env_obs(BATCH, 0, cached.flow.images.size[0]),
+                                            mode="train")
+    inputs = {k: v.cuda() for k, v in result["forward_inputs"].items()}
+    cached.set_global_step(0)
+    first, second = (cached(forward_inputs=inputs)["logprobs"] for _ in range(2))
+    assert cached.prefix_store.reused_rows == BATCH
+    assert torch.equal(first, second)
+    torch.testing.assert_close(first.cpu(), result["prev_logprobs"], rtol=0, atol=2e-2)
+    torch.testing.assert_close(plain(forward_inputs=inputs)["logprobs"], first, rtol=0,
+                               atol=2e-2)

@@ -210,6 +210,7 @@ def test_dry_run_reports_the_training_prefix_cache(cwd: Path) -> None:
     assert ("Training prefix cache per actor rank: ≈31.7 GB for all samples; ≈16.0 GB on the "
             "GPU, ≈15.7 GB pinned on the host") in result.stdout
     assert "100% of samples computed once; ≈1.00 prefix passes" in result.stdout
+    assert "Attention: eager (reference; sdpa: GPU lever, default off)" in result.stdout
     off = run("train", *SPATIAL_PI0, "--dry-run", f"{key}.device_gb=0", f"{key}.host_gb=0")
     assert "0% of samples computed once; ≈4.00 prefix passes" in off.stdout
     bad = run("train", *SPATIAL_PI0, "--dry-run", f"{key}.device_gb=-1")
