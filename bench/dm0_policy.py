@@ -42,13 +42,12 @@ from _common import (
 )
 from torch import nn
 from transformers import CONFIG_MAPPING
-from transformers.models.qwen3.modeling_qwen3 import Qwen3RMSNorm
 
 from dexrl.bridge.dm0_policy import Dm0RLPolicy
 from dexrl.models import load_policy
 from dexrl.models.dm0.config import PROJECTOR_TYPE, VISION_TOWER, Dm0Config
 from dexrl.models.dm0.loader import keeps_float32
-from dexrl.models.dm0.network import Dm0Network
+from dexrl.models.dm0.network import Dm0Network, Dm0RMSNorm
 from dexrl.models.dm0.policy import Dm0Policy
 from dexrl.models.dm0.tokenization import Dm0PromptTokenizer
 from dexrl.models.dm0.vision import LayerScale, PeVisionConfig
@@ -84,7 +83,7 @@ def random_policy(
     """DM0 with random weights built on the meta device, materialized on ``device`` in ``dtype``
     except the weights DM0 keeps in float32 (as the loader does)."""
     network = random_network(lambda: Dm0Network(config), dtype, device,
-                             (nn.LayerNorm, Qwen3RMSNorm))
+                             (nn.LayerNorm, Dm0RMSNorm))
     with torch.no_grad():
         for module in network.modules():
             if isinstance(module, LayerScale):
