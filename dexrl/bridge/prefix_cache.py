@@ -96,8 +96,12 @@ def _map(cache: PrefixCache, fn: Callable[[torch.Tensor], torch.Tensor]) -> Pref
 
 
 def _to_host(tensor: torch.Tensor) -> torch.Tensor:
-    host = tensor.to("cpu", copy=True)
-    return host.pin_memory() if torch.cuda.is_available() else host
+    """A host copy; from a GPU into pinned memory without a sync (the copy back to the device
+    later runs on the same stream, after this one)."""
+    if not tensor.is_cuda:
+        return tensor.to("cpu", copy=True)
+    host = torch.empty(tensor.shape, dtype=tensor.dtype, pin_memory=True)
+    return host.copy_(tensor, non_blocking=True)
 
 
 class PrefixStore:
@@ -156,8 +160,9 @@ class PrefixStore:
             room_bytes = budget * GB - self._bytes[host]
             if not host:
                 room_bytes = min(room_bytes, device_room(cache.valid.device))
-            room = int(room_bytes // row_bytes) if row_bytes else 0
-            count = max(0, min(room, len(ids) - start))
+            remaining = len(ids) - start
+            count = remaining if room_bytes >= remaining * row_bytes else \
+                max(0, int(room_bytes // row_bytes))  # (an infinite budget takes the first branch)
             if count == 0:
                 continue
             part = cache if (start, count) == (0, len(ids)) else \

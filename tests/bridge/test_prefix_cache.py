@@ -4,6 +4,7 @@ is dropped at every new global step and on new weights."""
 
 from __future__ import annotations
 
+import math
 from pathlib import Path
 
 import numpy as np
@@ -163,7 +164,7 @@ def test_budgets_spill_to_host_then_recompute(budget: str, tiny_pi0_dir: Path) -
     row_gb = probe.prefix_store._bytes[False] / (CALLS * BATCH) / 1e9
     # "host": nothing on the device, everything on the host; "part": 5 rows on the device, 2 on
     # the host, the rest recomputed at every use.
-    cache = (PrefixCacheSettings(device_gb=0.0, host_gb=1.0) if budget == "host" else
+    cache = (PrefixCacheSettings(device_gb=0.0, host_gb=math.inf) if budget == "host" else
              PrefixCacheSettings(device_gb=5.5 * row_gb, host_gb=2.5 * row_gb))
     policies = _pair("pi0", tiny_pi0_dir, cache)
     _train_round(policies, batch, step=0)
