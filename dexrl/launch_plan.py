@@ -40,6 +40,30 @@ class Plan:
     checkpoint_gb: float = 0.0
     saves: int = 0
     memory_gb_per_gpu: dict[int, float] = field(default_factory=dict)
+    prefix_cache: PrefixCachePlan | None = None
+    attention: str = "eager"
+
+
+@dataclass
+class PrefixCachePlan:
+    """The training prefix cache of one actor rank (``train_expert_only``).
+
+    Attributes:
+        need_gb: Caches of all the rank's samples of a global step.
+        device_gb: Of which kept on the GPU (within ``prefix_cache.device_gb``).
+        host_gb: Of which kept in pinned host memory (within ``prefix_cache.host_gb``).
+        update_epochs: PPO epochs; a cached sample's prefix runs once instead of this often.
+    """
+
+    need_gb: float
+    device_gb: float
+    host_gb: float
+    update_epochs: int
+
+    @property
+    def cached_fraction(self) -> float:
+        """Share of the samples whose prefix is computed once per global step."""
+        return min(1.0, (self.device_gb + self.host_gb) / self.need_gb) if self.need_gb else 0.0
 
 
 def _sel(cfg: DictConfig, key: str, default: object = None) -> object:
@@ -121,7 +145,8 @@ def make_plan(cfg: DictConfig, facts: Facts, ckpt_dir: Path | None = None) -> Pl
     declared = policy.model.params if policy is not None else (0.0, 0.0)
     path = ckpt_dir or _sel(cfg, "actor.model.model_path")
     plan.params, trainable = (checkpoint_sizes(Path(str(path))) if path else None) or declared
-    # Activations scale with the model's width and depth: a smaller model (--smoke's) needs less.
+    # Activations and the prefix cache scale with the model's width and depth: a smaller model
+    # (--smoke's) needs less than the declared size's figures.
     activation_scale = min(1.0, plan.params / declared[0]) if declared[0] else 1.0
     expert_only = bool(_sel(cfg, "actor.model.dexbotic.train_expert_only", False))
     plan.trainable = trainable if expert_only else plan.params
@@ -133,6 +158,11 @@ def make_plan(cfg: DictConfig, facts: Facts, ckpt_dir: Path | None = None) -> Pl
                                                            else 0)
     precision = str(_sel(cfg, "actor.model.precision", "bf16"))
     weight_bytes = 2 if precision in ("bf16", "fp16") else 4
+    plan.attention = str(_sel(cfg, "actor.model.dexbotic.attention", "eager"))
+    kv_bytes = policy.model.prefix_kv_bytes * activation_scale if policy is not None else 0.0
+    if expert_only and kv_bytes:
+        plan.prefix_cache = _prefix_cache_plan(cfg, kv_bytes * weight_bytes / 2 * plan.samples
+                                               / actor_ranks / GB, update_epochs)
     per_sample = ACTIVATION_GB_PER_SAMPLE if expert_only else FULL_FT_ACTIVATION_GB_PER_SAMPLE
     for comp, gpus in plan.placement.items():
         for node, gpu in gpus:
@@ -141,12 +171,31 @@ def make_plan(cfg: DictConfig, facts: Facts, ckpt_dir: Path | None = None) -> Pl
             if comp == "actor":
                 mem += (4 * plan.params + 16 * plan.trainable) / actor_ranks / GB
                 mem += per_sample * mbs * activation_scale
+                mem += plan.prefix_cache.device_gb if plan.prefix_cache else 0.0
             elif comp == "rollout":
                 mem += weight_bytes * plan.params / GB
             elif comp == "env":
                 mem += ENV_GB_PER_GPU
             plan.memory_gb_per_gpu[key] = mem
     return plan
+
+
+def _prefix_cache_plan(cfg: DictConfig, need_gb: float, update_epochs: int) -> PrefixCachePlan:
+    device = min(need_gb, float(_sel(cfg, "actor.model.dexbotic.prefix_cache.device_gb", 0.0)))
+    host = min(need_gb - device, float(_sel(cfg, "actor.model.dexbotic.prefix_cache.host_gb",
+                                            0.0)))
+    return PrefixCachePlan(need_gb, device, host, update_epochs)
+
+
+def render_prefix_cache(cache: PrefixCachePlan | None) -> list[str]:
+    """The prefix cache lines of the plan (none without ``train_expert_only``)."""
+    if cache is None:
+        return []
+    passes = cache.cached_fraction + (1 - cache.cached_fraction) * cache.update_epochs
+    return [f"Training prefix cache per actor rank: ≈{_size(cache.need_gb)} for all samples; "
+            f"≈{_size(cache.device_gb)} on the GPU, ≈{_size(cache.host_gb)} pinned on the host",
+            f"  {cache.cached_fraction:.0%} of samples computed once; ≈{passes:.2f} prefix "
+            f"passes per sample per global step (recomputing: {cache.update_epochs})"]
 
 
 def render_plan(plan: Plan, gpus_per_node: int) -> list[str]:
@@ -165,6 +214,10 @@ def render_plan(plan: Plan, gpus_per_node: int) -> list[str]:
         f"  optimizer steps  {plan.optimizer_steps:g}",
         f"  micro-batches    {plan.micro_batches_per_rank:g} per actor rank",
         f"Model: ≈{_count(plan.params)} parameters, ≈{_count(plan.trainable)} trainable",
+        *render_prefix_cache(plan.prefix_cache),
+        f"Attention: {plan.attention}" + (" (GPU lever, not yet measured on a GPU)"
+                                          if plan.attention != "eager" else
+                                          " (reference; sdpa: GPU lever, default off)"),
         f"Checkpoints: ≈{_size(plan.checkpoint_gb)} each, {plan.saves} save(s) → "
         f"≈{_size(plan.checkpoint_gb * plan.saves)} of disk",
         "Memory estimate per GPU (analytic):",
@@ -183,5 +236,8 @@ def _count(n: float) -> str:
 
 
 def _size(gb: float) -> str:
-    """A size given in GB, shown in GB or MB."""
-    return f"{gb:.1f} GB" if gb >= 1 else f"{gb * 1e3:.1f} MB"
+    """A size given in GB, shown in GB, MB or kB (0 in GB)."""
+    for unit, scale in (("GB", 1.0), ("MB", 1e-3), ("kB", 1e-6)):
+        if gb >= scale:
+            return f"{gb / scale:.1f} {unit}"
+    return f"{gb:.1f} GB"

@@ -23,6 +23,7 @@ from typing import Any, Protocol
 
 from dexrl.bridge import cpu_platform
 from dexrl.bridge.grad_norm import reduce_grad_norm_over_shards
+from dexrl.bridge.prefix_cache import release_prefix_cache
 
 cpu_platform.install()
 
@@ -50,11 +51,20 @@ def replaced(module: Any, name: str, value: Any) -> Iterator[None]:
 
 class DexrlActor(EmbodiedFSDPActor):
     """RLinf's FSDP actor, launched from a module that prepares the worker process, clipping by
-    the norm of the whole gradient (:func:`reduce_grad_norm_over_shards`)."""
+    the norm of the whole gradient (:func:`reduce_grad_norm_over_shards`), and freeing the
+    policy's training prefix cache after each training round."""
 
     def __init__(self, cfg: Any) -> None:
         super().__init__(cfg)
         reduce_grad_norm_over_shards(self)
+
+    def run_training(self) -> Any:
+        """RLinf's training round; the prefix caches of its samples are dropped at its end (and,
+        through RLinf's ``set_global_step`` hook, at the start of every global step)."""
+        try:
+            return super().run_training()
+        finally:
+            release_prefix_cache(self.model)
 
 
 class DexrlRollout(MultiStepRolloutWorker):

@@ -50,7 +50,8 @@ def test_a_smoke_dry_run_sizes_the_tiny_model_it_would_train(cwd: Path, model: s
     lines = result.stdout.splitlines()
     model_line = next(line for line in lines if line.startswith("Model:"))
     assert " k parameters" in model_line, model_line
-    assert next(line for line in lines if line.startswith("Checkpoints:")).endswith("MB of disk")
+    disk = next(line for line in lines if line.startswith("Checkpoints:"))
+    assert disk.endswith(("kB of disk", "MB of disk")), disk
     memory = lines[lines.index("Memory estimate per GPU (analytic):") + 1]
     assert float(memory.split("≈")[1].split()[0]) < 3, memory
     assert list(cwd.iterdir()) == [] or [p.name for p in cwd.iterdir()] == ["home"]
@@ -226,3 +227,20 @@ def test_wandb_run_id_is_kept_for_resume(cwd: Path, monkeypatch: pytest.MonkeyPa
     import os
 
     assert os.environ["WANDB_RUN_ID"] == first
+
+
+def test_dry_run_reports_the_training_prefix_cache(cwd: Path) -> None:
+    key = "actor.model.dexbotic.prefix_cache"
+    result = run("train", *SPATIAL_PI0, "--dry-run", "--gpus-per-node", "8",
+                 f"{key}.device_gb=16", f"{key}.host_gb=24")
+    assert result.exit_code == 0, result.output
+    # 3,072 samples per actor rank × ≈10.3 MB of π0 prefix keys/values (bf16)
+    assert ("Training prefix cache per actor rank: ≈31.7 GB for all samples; ≈16.0 GB on the "
+            "GPU, ≈15.7 GB pinned on the host") in result.stdout
+    assert "100% of samples computed once; ≈1.00 prefix passes" in result.stdout
+    assert "Attention: eager (reference; sdpa: GPU lever, default off)" in result.stdout
+    off = run("train", *SPATIAL_PI0, "--dry-run", f"{key}.device_gb=0", f"{key}.host_gb=0")
+    assert "0% of samples computed once; ≈4.00 prefix passes" in off.stdout
+    bad = run("train", *SPATIAL_PI0, "--dry-run", f"{key}.device_gb=-1")
+    assert bad.exit_code == 2 and f"{key}.device_gb" in bad.stderr
+    assert "Traceback" not in bad.output
