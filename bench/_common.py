@@ -17,6 +17,7 @@ from typing import Any
 
 import numpy as np
 import torch
+from _cost import bench_global_step, gpu_busy, print_proxies, without_prefix_reuse
 from torch import nn
 
 from dexrl.bridge.flow_policy import FlowRLPolicy
@@ -127,14 +128,16 @@ class Table:
     def header(self) -> None:
         """Column titles."""
         print(f"{'case':<34}{'batch':>6}{'ms':>11}{'samples/s':>11}{self.unit:>11}"
-              f"{self.unit + '/s':>10}{'peak GB':>9}{'vs ref':>9}")
+              f"{self.unit + '/s':>10}{'peak GB':>9}{'vs ref':>9}{'GPU busy':>10}")
 
     def row(self, name: str, seconds: float, batch: int, flops: float, peak: float,
-            ref: float) -> None:
-        """One case, with its time relative to the reference ``ref`` seconds."""
+            ref: float, busy: float | None = None) -> None:
+        """One case, with its time relative to the reference ``ref`` seconds and the share of
+        the wall time the GPU ran kernels (``-`` without CUDA)."""
+        shown = "-" if busy is None else f"{busy:.0%}"
         print(f"{name:<34}{batch:>6}{seconds * 1e3:>11.1f}{batch / seconds:>11.1f}"
               f"{flops / self.scale:>11.2f}{flops / seconds / self.scale:>10.2f}{peak:>9.2f}"
-              f"{seconds / ref:>8.2f}x")
+              f"{seconds / ref:>8.2f}x{shown:>10}")
 
 
 @dataclasses.dataclass(frozen=True)
@@ -154,11 +157,14 @@ def bench_rollout(table: Table, adapter: FlowRLPolicy, batches: Iterable[int],
         for batch in batches:
             obs = env_obs(batch)
             total = batch * (flops.prefix + num_steps * flops.suffix)
+            def rollout(o: dict = obs) -> Any:
+                return adapter.predict_action_batch(o, mode="train")
+
             (ref, ref_peak), (secs, peak) = measure_pair(
-                lambda o=obs, n=num_steps: policy.predict(o, num_steps=n),
-                lambda o=obs: adapter.predict_action_batch(o, mode="train"), repeats)
+                lambda o=obs, n=num_steps: policy.predict(o, num_steps=n), rollout, repeats)
             table.row(f"predict (ODE reference) N={num_steps}", ref, batch, total, ref_peak, ref)
-            table.row(f"predict_action_batch N={num_steps}", secs, batch, total, peak, ref)
+            table.row(f"predict_action_batch N={num_steps}", secs, batch, total, peak, ref,
+                      gpu_busy(rollout, secs))
 
 
 def bench_training(table: Table, adapter: FlowRLPolicy, batch: int, num_steps: int,
@@ -183,9 +189,11 @@ def bench_training(table: Table, adapter: FlowRLPolicy, batch: int, num_steps: i
         with torch.no_grad():
             adapter(forward_inputs=inputs, compute_values=True)
 
-    (ref, ref_peak), (secs, peak) = measure_pair(forward_only, step, repeats)
+    with without_prefix_reuse(adapter):  # a micro-batch as the first epoch computes it
+        (ref, ref_peak), (secs, peak) = measure_pair(forward_only, step, repeats)
+        busy = gpu_busy(step, secs)
     table.row(f"train forward, no grad N={num_steps}", ref, batch, fwd, ref_peak, ref)
-    table.row(f"train forward+backward N={num_steps}", secs, batch, fwd_bwd, peak, ref)
+    table.row(f"train forward+backward N={num_steps}", secs, batch, fwd_bwd, peak, ref, busy)
     adapter.eval()
 
 
@@ -195,11 +203,21 @@ def parse_args(doc: str | None, full_help: str) -> argparse.Namespace:
     parser = argparse.ArgumentParser(description=doc,
                                      formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--full", action="store_true", help=full_help)
-    parser.add_argument("--batches", type=int, nargs="+", default=[1, 16, 64])
+    parser.add_argument("--batches", type=int, nargs="+", default=[1, 8, 16, 64])
     parser.add_argument("--steps", type=int, nargs="+", default=[4, 10])
     parser.add_argument("--train-batch", type=int, default=32)
     parser.add_argument("--repeats", type=int, default=3)
-    return parser.parse_args()
+    parser.add_argument("--update-epochs", type=int, default=4, help="PPO epochs of the global "
+                        "step case (shipped: 4)")
+    parser.add_argument("--step-micro-batches", type=int, default=2, help="micro-batches of "
+                        "--train-batch samples in the global step case")
+    parser.add_argument("--dtype", choices=("fp32", "bf16"), default="fp32", help="weights of "
+                        "the tiny checkpoint (without --full)")
+    parser.add_argument("--proxies-only", action="store_true", help="print only the CPU "
+                        "proxies and the global step case")
+    args = parser.parse_args()
+    args.dtype = {"fp32": torch.float32, "bf16": torch.bfloat16}[args.dtype]
+    return args
 
 
 def require_cuda(full: bool, what: str) -> None:
@@ -221,7 +239,16 @@ def run(args: argparse.Namespace, label: str, adapter_class: type[FlowRLPolicy],
     print(f"{label} {'real size' if args.full else 'tiny'} on {policy.device} ({dtype}); "
           f"parameters {total:,} total, {trainable:,} trainable ({trainable / total:.1%}); "
           f"prefix {prefix_tokens} tokens, chunk {policy.network.config.chunk_size}")
+    print_proxies(adapter, env_obs, args.batches)
+    bench_global_step(adapter, env_obs, args.train_batch, args.step_micro_batches,
+                      args.update_epochs, args.repeats)
+    if args.proxies_only:
+        return
     table = Table("TFLOP", 1e12) if args.full else Table("GFLOP", 1e9)
     table.header()
     bench_rollout(table, adapter, args.batches, args.steps, args.repeats, flops)
     bench_training(table, adapter, args.train_batch, args.steps[0], args.repeats, flops)
+    if not torch.cuda.is_available():
+        print("GPU rows (GPU busy, real-size rollout at batches 1/8/16/64, training micro-batch "
+              "and global step in bf16): ready to measure, no CUDA here; run with --full on a "
+              "CUDA GPU")

@@ -42,13 +42,12 @@ from _common import (
 )
 from torch import nn
 from transformers import CONFIG_MAPPING
-from transformers.models.qwen3.modeling_qwen3 import Qwen3RMSNorm
 
 from dexrl.bridge.dm0_policy import Dm0RLPolicy
 from dexrl.models import load_policy
 from dexrl.models.dm0.config import PROJECTOR_TYPE, VISION_TOWER, Dm0Config
 from dexrl.models.dm0.loader import keeps_float32
-from dexrl.models.dm0.network import Dm0Network
+from dexrl.models.dm0.network import Dm0Network, Dm0RMSNorm
 from dexrl.models.dm0.policy import Dm0Policy
 from dexrl.models.dm0.tokenization import Dm0PromptTokenizer
 from dexrl.models.dm0.vision import LayerScale, PeVisionConfig
@@ -84,7 +83,7 @@ def random_policy(
     """DM0 with random weights built on the meta device, materialized on ``device`` in ``dtype``
     except the weights DM0 keeps in float32 (as the loader does)."""
     network = random_network(lambda: Dm0Network(config), dtype, device,
-                             (nn.LayerNorm, Qwen3RMSNorm))
+                             (nn.LayerNorm, Dm0RMSNorm))
     with torch.no_grad():
         for module in network.modules():
             if isinstance(module, LayerScale):
@@ -101,9 +100,9 @@ def random_policy(
                      NormStats.from_file(workdir / "norm_stats.json"))
 
 
-def tiny_policy(workdir: Path) -> Dm0Policy:
+def tiny_policy(workdir: Path, dtype: torch.dtype) -> Dm0Policy:
     """The tests' tiny random checkpoint, with DM0's chunk of 50 actions."""
-    return load_policy(write_tiny_dm0(workdir / "tiny", chunk_size=50))
+    return load_policy(write_tiny_dm0(workdir / "tiny", chunk_size=50), dtype=dtype)
 
 
 # ---------------------------------------------------------------- FLOPs
@@ -160,7 +159,8 @@ def main() -> None:
     torch.manual_seed(0)
     with tempfile.TemporaryDirectory() as tmp:
         policy = (random_policy(real_dm0_config(), torch.bfloat16, torch.device("cuda"),
-                                Path(tmp)) if args.full else tiny_policy(Path(tmp)))
+                                Path(tmp)) if args.full
+                  else tiny_policy(Path(tmp), args.dtype))
     config = policy.network.config
     text_len = policy.tokenizer.model_max_length
     flops = Flops(prefix_flops(config, text_len), suffix_flops(config, text_len))

@@ -84,9 +84,9 @@ def random_policy(
                      NormStats.from_file(workdir / "norm_stats.json"))
 
 
-def tiny_policy(workdir: Path) -> Pi0Policy:
+def tiny_policy(workdir: Path, dtype: torch.dtype) -> Pi0Policy:
     """The tests' tiny random checkpoint, with π0's chunk of 50 actions."""
-    return load_policy(write_tiny_pi0(workdir / "tiny", chunk_size=50))
+    return load_policy(write_tiny_pi0(workdir / "tiny", chunk_size=50), dtype=dtype)
 
 
 # ---------------------------------------------------------------- FLOPs
@@ -129,7 +129,8 @@ def main() -> None:
     torch.manual_seed(0)
     with tempfile.TemporaryDirectory() as tmp:
         policy = (random_policy(real_pi0_config(), torch.bfloat16, torch.device("cuda"),
-                                Path(tmp)) if args.full else tiny_policy(Path(tmp)))
+                                Path(tmp)) if args.full
+                  else tiny_policy(Path(tmp), args.dtype))
     config = policy.network.config
     text_len = policy.tokenizer.model_max_length
     run(args, "π0", Pi0RLPolicy, policy, prefix_tokens(config, text_len),

@@ -3,6 +3,7 @@
 Run by hand (it starts LIBERO, Ray and RLinf; on a shared machine take the heavy-run lock)::
 
     flock /tmp/dexrl-heavy.lock .venv/bin/python bench/step_time.py [--steps 2] [--skip-phases]
+        [--repeats 3]
 
 1. Phases (in-process, no Ray): RLinf's ``LiberoEnv`` built as the smoke env worker builds it,
    timed piece by piece — the env subprocess's start (spawn, imports, first scene build), the
@@ -18,6 +19,7 @@ from __future__ import annotations
 
 import argparse
 import os
+import statistics
 import subprocess
 import sys
 import tempfile
@@ -87,6 +89,8 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--steps", type=int, default=2)
     parser.add_argument("--skip-phases", action="store_true")
+    parser.add_argument("--repeats", type=int, default=1,
+                        help="pairs of runs, in alternating order; prints median and range")
     args = parser.parse_args()
     print(f"load average at start: {os.getloadavg()[0]:.1f} (2 cores, shared machine)")
     arms = {"baseline": BASELINE, "shipped": SHIPPED}
@@ -95,19 +99,28 @@ def main() -> None:
             times = phases(CAMERAS_256 if arm == "baseline" else ())
             print(f"LiberoEnv phases, {arm}: " + "  ".join(f"{k} {v:.1f}s"
                                                             for k, v in times.items()))
-    results = {}
     root = Path(tempfile.mkdtemp(prefix="step-time-"))
-    for arm, overrides in arms.items():
-        wall, series = smoke_run(root / arm, args.steps, overrides)
-        step = series["time/step"][1]
-        boot = series["time/env/env/bootstrap_step"][1]
-        results[arm] = (wall, step)
-        print(f"{arm:9} wall {wall:6.1f}s  step s: {' '.join(f'{s:.1f}' for s in step)}  "
-              f"env/bootstrap_step s: {' '.join(f'{b:.1f}' for b in boot)}", flush=True)
-    (b_wall, b_step), (s_wall, s_step) = results["baseline"], results["shipped"]
-    print(f"ratio shipped/baseline: first step {s_step[0] / b_step[0]:.2f}, "
-          f"later steps {sum(s_step[1:]) / max(sum(b_step[1:]), 1e-9):.2f}, "
-          f"whole command {s_wall / b_wall:.2f}")
+    ratios: list[tuple[float, float, float]] = []
+    for repeat in range(args.repeats):
+        results = {}
+        order = list(arms.items()) if repeat % 2 == 0 else list(arms.items())[::-1]
+        for arm, overrides in order:  # alternated, so neither arm always runs on a warm cache
+            wall, series = smoke_run(root / f"{arm}{repeat}", args.steps, overrides)
+            step = series["time/step"][1]
+            boot = series["time/env/env/bootstrap_step"][1]
+            results[arm] = (wall, step)
+            print(f"{arm:9} wall {wall:6.1f}s  step s: {' '.join(f'{s:.1f}' for s in step)}  "
+                  f"env/bootstrap_step s: {' '.join(f'{b:.1f}' for b in boot)}", flush=True)
+        (b_wall, b_step), (s_wall, s_step) = results["baseline"], results["shipped"]
+        ratios.append((s_step[0] / b_step[0], sum(s_step[1:]) / max(sum(b_step[1:]), 1e-9),
+                       s_wall / b_wall))
+        print("ratio shipped/baseline: first step {:.2f}, later steps {:.2f}, whole command "
+              "{:.2f}".format(*ratios[-1]), flush=True)
+    if len(ratios) > 1:
+        spread = [f"{name} {statistics.median(r):.2f} [{min(r):.2f}-{max(r):.2f}]"
+                  for name, r in zip(("first step", "later steps", "whole command"),
+                                     zip(*ratios, strict=True), strict=True)]
+        print(f"median [min-max] of {len(ratios)} repeats: " + ", ".join(spread))
     print(f"load average at end: {os.getloadavg()[0]:.1f}")
 
 

@@ -54,6 +54,18 @@ class _VerbCommand(TyperCommand):
     def get_help_option(self, ctx: Any) -> Any:  # click's signature
         return _cheap_help_option(super().get_help_option(ctx))
 
+    def collect_usage_pieces(self, ctx: Any) -> list[str]:  # click's signature
+        """Arguments as ``RUN_DIR`` and ``[OVERRIDES]...``, the usual convention, rather than
+        Typer's ``{run_dir}``."""
+        pieces = [self.options_metavar] if self.options_metavar else []
+        for param in self.get_params(ctx):
+            if param.param_type_name != "argument":
+                pieces += param.get_usage_pieces(ctx)
+                continue
+            name = param.metavar if param.required else f"[{param.metavar}]"
+            pieces.append(name + ("..." if param.nargs != 1 else ""))
+        return pieces
+
     def format_epilog(self, ctx: Any, formatter: Any) -> None:  # click's signature
         if self.epilog:
             formatter.write("\n" + "\n".join(f"  {line}".rstrip()
@@ -68,7 +80,11 @@ def load_verb(name: str) -> TyperCommand:
     module.mount(sub)
     (info,) = sub.registered_commands
     info.cls = _VerbCommand
-    return typer.main.get_command(sub)
+    command = typer.main.get_command(sub)
+    for param in command.params:
+        if param.param_type_name == "argument" and param.metavar is None:
+            param.metavar = param.name.upper()  # RUN_DIR in the usage line and the help alike
+    return command
 
 
 class _DexrlGroup(TyperGroup):
@@ -150,5 +166,9 @@ def _root(
 
 
 def main() -> None:
-    """Console entry point."""
-    app()
+    """Console entry point (also ``python -m dexrl`` and ``python -m dexrl.cli``)."""
+    app(prog_name="dexrl")
+
+
+if __name__ == "__main__":
+    main()

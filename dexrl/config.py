@@ -228,16 +228,31 @@ def compose_and_check(
     overrides: list[str],
     gpus_per_node: int = 8,
 ) -> Validated:
-    """Compose the chosen config with overrides and run every config check."""
+    """Compose the chosen config with overrides and run every config check.
+
+    What ``train`` refuses in a config is found here, for ``train`` and ``validate`` alike:
+    overrides of the fields dexrl sets (:func:`dexrl.runs.owned_override_findings`; they are
+    left out of the composition), then :func:`dexrl.checks.config.run_config_checks`.
+    """
     from dexrl.checks.config import Facts, run_config_checks
+    from dexrl.runs import owned_override_findings, without_owned
 
     name = resolve_config_name(suite, model, config_name)
-    cfg = compose(name, overrides)
+    owned = owned_override_findings(overrides)
+    cfg = compose(name, without_owned(overrides))
     facts = Facts(suite=suite_of(cfg, suite), gpus_per_node=gpus_per_node)
-    return Validated(name, cfg, run_config_checks(cfg, facts))
+    return Validated(name, cfg, owned + run_config_checks(cfg, facts))
 
 
 def suite_of(cfg: DictConfig, suite: str | None) -> str | None:
     """The LIBERO suite a config trains on (from the flag, else from the env group)."""
     return suite if suite and suite.startswith("libero_") else OmegaConf.select(
         cfg, "env.train.task_suite_name", default=suite)
+
+
+def renders(cfg: DictConfig, split: str | None = None) -> bool:
+    """Whether the config's envs (or those of ``split``: train, eval) are LIBERO's, which render
+    with OpenGL in env subprocesses; dexrl's own tasks (``dexrl_env``) need neither."""
+    return any(OmegaConf.select(cfg, f"env.{s}") is not None
+               and not OmegaConf.select(cfg, f"env.{s}.dexrl_env", default=None)
+               for s in ((split,) if split else ("train", "eval")))

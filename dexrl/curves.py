@@ -8,10 +8,10 @@ functions: ``dexrl --help`` must not pay for them.
 
 from __future__ import annotations
 
-import os
 from dataclasses import dataclass
 from pathlib import Path
 
+from dexrl import durable
 from dexrl.errors import DexrlError
 
 TENSORBOARD = "tensorboard"
@@ -136,8 +136,8 @@ def plot_runs(run_dirs: list[Path], out: Path | None = None) -> Path:
 def draw(runs: list[RunCurves], out: Path) -> Path:
     """Draw the panels of :data:`PANELS` and the time split into one PNG, runs overlaid.
 
-    The file is written next to ``out`` and renamed into place, so a reader (or a crash) never
-    sees half a PNG.
+    The file is written durably (:mod:`dexrl.durable`), so a reader (or a crash) never sees half
+    a PNG.
     """
     import matplotlib
 
@@ -155,15 +155,12 @@ def draw(runs: list[RunCurves], out: Path) -> Path:
                for i, run in enumerate(runs)]
     fig.legend(handles=handles, loc="outside upper center", ncols=min(len(runs), 4),
                frameon=False)
-    out = Path(out)
-    tmp = out.with_name(f".{out.name}.{os.getpid()}.tmp")
     try:
-        fig.savefig(tmp, dpi=80, format="png")
-        os.replace(tmp, out)
+        with durable.replacing(Path(out)) as tmp:
+            fig.savefig(tmp, dpi=80, format="png")
     finally:
         plt.close(fig)
-        tmp.unlink(missing_ok=True)
-    return out
+    return Path(out)
 
 
 def _panel(ax, title: str, lines: list[tuple[str, str, tuple | None]]) -> None:  # noqa: ANN001

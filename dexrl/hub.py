@@ -24,6 +24,7 @@ from contextlib import contextmanager
 from dataclasses import asdict, dataclass
 from pathlib import Path
 
+from dexrl import durable
 from dexrl.catalog import POLICIES, did_you_mean
 from dexrl.errors import DexrlError
 
@@ -340,13 +341,14 @@ class Manifest:
 
 
 def write_manifest(directory: Path, manifest: Manifest, name: str = MANIFEST_NAME) -> Path:
-    """Write ``manifest`` into ``directory`` atomically (a reader never sees half a file)."""
+    """Vouch for ``directory``: make its files durable, then write ``manifest`` durably.
+
+    After a power loss the manifest never survives the files it vouches for (:mod:`dexrl.durable`).
+    """
     path = Path(directory) / name
-    tmp = path.with_name(f".{name}.tmp")
-    payload = {"format": _MANIFEST_FORMAT, **asdict(manifest)}
     try:
-        tmp.write_text(json.dumps(payload, indent=2) + "\n")
-        os.replace(tmp, path)
+        durable.sync_tree(directory)
+        durable.write_json(path, {"format": _MANIFEST_FORMAT, **asdict(manifest)})
     except OSError as exc:
         raise _os_error(exc, path) from None
     return path
@@ -374,7 +376,10 @@ def read_download_manifest(directory: Path, name: str = MANIFEST_NAME) -> Manife
 def remove_manifest(directory: Path, name: str = MANIFEST_NAME) -> None:
     """Mark ``directory`` unverified (before its files change, or when they no longer match)."""
     try:
-        (Path(directory) / name).unlink(missing_ok=True)
+        (Path(directory) / name).unlink()
+        durable.sync_dir(Path(directory))  # gone for good before the files change
+    except FileNotFoundError:
+        return
     except OSError as exc:
         raise _os_error(exc, Path(directory)) from None
 

@@ -1,17 +1,23 @@
 """What a launch will do, computed from the config alone (for ``train --dry-run``).
 
-Sizes are analytic estimates from the parameter counts in the policy's
+Sizes are analytic estimates from the parameter counts of the checkpoint the config trains (read
+from its safetensors headers; ``--smoke``'s tiny one included), else those in the policy's
 :class:`~dexrl.catalog.ModelSpec` (0 for a model that declares none).
 """
 
 from __future__ import annotations
 
 from dataclasses import dataclass, field
+from pathlib import Path
 
 from omegaconf import DictConfig, OmegaConf
 
 from dexrl.catalog import policy_for
+from dexrl.checks import errors
 from dexrl.checks.config import Facts, parse_placement
+from dexrl.checks.weights import read_weights
+from dexrl.errors import DexrlError
+from dexrl.models.layout import FROZEN_PREFIXES, weight_files
 
 GB = 1e9
 ACTIVATION_GB_PER_SAMPLE = 5.0 / 32  # micro-batch 32 with a frozen prefix ≈ 5 GB
@@ -34,6 +40,30 @@ class Plan:
     checkpoint_gb: float = 0.0
     saves: int = 0
     memory_gb_per_gpu: dict[int, float] = field(default_factory=dict)
+    prefix_cache: PrefixCachePlan | None = None
+    attention: str = "eager"
+
+
+@dataclass
+class PrefixCachePlan:
+    """The training prefix cache of one actor rank (``train_expert_only``).
+
+    Attributes:
+        need_gb: Caches of all the rank's samples of a global step.
+        device_gb: Of which kept on the GPU (within ``prefix_cache.device_gb``).
+        host_gb: Of which kept in pinned host memory (within ``prefix_cache.host_gb``).
+        update_epochs: PPO epochs; a cached sample's prefix runs once instead of this often.
+    """
+
+    need_gb: float
+    device_gb: float
+    host_gb: float
+    update_epochs: int
+
+    @property
+    def cached_fraction(self) -> float:
+        """Share of the samples whose prefix is computed once per global step."""
+        return min(1.0, (self.device_gb + self.host_gb) / self.need_gb) if self.need_gb else 0.0
 
 
 def _sel(cfg: DictConfig, key: str, default: object = None) -> object:
@@ -72,8 +102,27 @@ def render_by_node(placed: dict[str, list[tuple[int, int]]]) -> list[str]:
             for node, comps in by_node(placed).items()]
 
 
-def make_plan(cfg: DictConfig, facts: Facts) -> Plan:
-    """Compute the plan of one run from a validated config."""
+def checkpoint_sizes(ckpt_dir: Path) -> tuple[float, float] | None:
+    """(parameters, parameters ``train_expert_only`` leaves trainable) of a checkpoint folder,
+    from its safetensors headers; None when it has no readable weights."""
+    try:
+        stats, findings = read_weights(weight_files(Path(ckpt_dir)))
+    except (DexrlError, OSError):
+        return None
+    if errors(findings) or not stats.tensors:
+        return None
+    frozen = sum(t.numel for name, t in stats.tensors.items() if name.startswith(FROZEN_PREFIXES))
+    return float(stats.parameters), float(stats.parameters - frozen)
+
+
+def make_plan(cfg: DictConfig, facts: Facts, ckpt_dir: Path | None = None) -> Plan:
+    """Compute the plan of one run from a validated config.
+
+    Args:
+        cfg: The config.
+        facts: Suite and GPUs per node.
+        ckpt_dir: The checkpoint to size the model by (default: ``actor.model.model_path``).
+    """
     plan = Plan(placement=placement(cfg, facts.gpus_per_node))
     envs = int(_sel(cfg, "env.train.total_num_envs"))
     epochs = int(_sel(cfg, "env.train.rollout_epoch", 1))
@@ -93,7 +142,12 @@ def make_plan(cfg: DictConfig, facts: Facts) -> Plan:
 
     model_type = str(_sel(cfg, "actor.model.model_type"))
     policy = policy_for(model_type)
-    plan.params, trainable = policy.model.params if policy is not None else (0.0, 0.0)
+    declared = policy.model.params if policy is not None else (0.0, 0.0)
+    path = ckpt_dir or _sel(cfg, "actor.model.model_path")
+    plan.params, trainable = (checkpoint_sizes(Path(str(path))) if path else None) or declared
+    # Activations and the prefix cache scale with the model's width and depth: a smaller model
+    # (--smoke's) needs less than the declared size's figures.
+    activation_scale = min(1.0, plan.params / declared[0]) if declared[0] else 1.0
     expert_only = bool(_sel(cfg, "actor.model.dexbotic.train_expert_only", False))
     plan.trainable = trainable if expert_only else plan.params
     # full_weights.pt (fp32) + the distributed checkpoint: fp32 params, Adam moments of trainables
@@ -104,6 +158,11 @@ def make_plan(cfg: DictConfig, facts: Facts) -> Plan:
                                                            else 0)
     precision = str(_sel(cfg, "actor.model.precision", "bf16"))
     weight_bytes = 2 if precision in ("bf16", "fp16") else 4
+    plan.attention = str(_sel(cfg, "actor.model.dexbotic.attention", "eager"))
+    kv_bytes = policy.model.prefix_kv_bytes * activation_scale if policy is not None else 0.0
+    if expert_only and kv_bytes:
+        plan.prefix_cache = _prefix_cache_plan(cfg, kv_bytes * weight_bytes / 2 * plan.samples
+                                               / actor_ranks / GB, update_epochs)
     per_sample = ACTIVATION_GB_PER_SAMPLE if expert_only else FULL_FT_ACTIVATION_GB_PER_SAMPLE
     for comp, gpus in plan.placement.items():
         for node, gpu in gpus:
@@ -111,13 +170,32 @@ def make_plan(cfg: DictConfig, facts: Facts) -> Plan:
             mem = plan.memory_gb_per_gpu.get(key, 0.0)
             if comp == "actor":
                 mem += (4 * plan.params + 16 * plan.trainable) / actor_ranks / GB
-                mem += per_sample * mbs
+                mem += per_sample * mbs * activation_scale
+                mem += plan.prefix_cache.device_gb if plan.prefix_cache else 0.0
             elif comp == "rollout":
                 mem += weight_bytes * plan.params / GB
             elif comp == "env":
                 mem += ENV_GB_PER_GPU
             plan.memory_gb_per_gpu[key] = mem
     return plan
+
+
+def _prefix_cache_plan(cfg: DictConfig, need_gb: float, update_epochs: int) -> PrefixCachePlan:
+    device = min(need_gb, float(_sel(cfg, "actor.model.dexbotic.prefix_cache.device_gb", 0.0)))
+    host = min(need_gb - device, float(_sel(cfg, "actor.model.dexbotic.prefix_cache.host_gb",
+                                            0.0)))
+    return PrefixCachePlan(need_gb, device, host, update_epochs)
+
+
+def render_prefix_cache(cache: PrefixCachePlan | None) -> list[str]:
+    """The prefix cache lines of the plan (none without ``train_expert_only``)."""
+    if cache is None:
+        return []
+    passes = cache.cached_fraction + (1 - cache.cached_fraction) * cache.update_epochs
+    return [f"Training prefix cache per actor rank: ≈{_size(cache.need_gb)} for all samples; "
+            f"≈{_size(cache.device_gb)} on the GPU, ≈{_size(cache.host_gb)} pinned on the host",
+            f"  {cache.cached_fraction:.0%} of samples computed once; ≈{passes:.2f} prefix "
+            f"passes per sample per global step (recomputing: {cache.update_epochs})"]
 
 
 def render_plan(plan: Plan, gpus_per_node: int) -> list[str]:
@@ -135,11 +213,31 @@ def render_plan(plan: Plan, gpus_per_node: int) -> list[str]:
         f"  training samples {plan.samples:,} (action chunks)",
         f"  optimizer steps  {plan.optimizer_steps:g}",
         f"  micro-batches    {plan.micro_batches_per_rank:g} per actor rank",
-        f"Model: ≈{plan.params / GB:.2f} B parameters, ≈{plan.trainable / GB:.3f} B trainable",
-        f"Checkpoints: ≈{plan.checkpoint_gb:.1f} GB each, {plan.saves} save(s) → "
-        f"≈{plan.checkpoint_gb * plan.saves:.0f} GB of disk",
+        f"Model: ≈{_count(plan.params)} parameters, ≈{_count(plan.trainable)} trainable",
+        *render_prefix_cache(plan.prefix_cache),
+        f"Attention: {plan.attention}" + (" (GPU lever, not yet measured on a GPU)"
+                                          if plan.attention != "eager" else
+                                          " (reference; sdpa: GPU lever, default off)"),
+        f"Checkpoints: ≈{_size(plan.checkpoint_gb)} each, {plan.saves} save(s) → "
+        f"≈{_size(plan.checkpoint_gb * plan.saves)} of disk",
         "Memory estimate per GPU (analytic):",
     ]
     for key, gb in sorted(plan.memory_gb_per_gpu.items()):
-        lines.append(f"  {key // gpus_per_node}:{key % gpus_per_node}  ≈{gb:.1f} GB")
+        lines.append(f"  {key // gpus_per_node}:{key % gpus_per_node}  ≈{_size(gb)}")
     return lines
+
+
+def _count(n: float) -> str:
+    """A parameter count in B, M or k (a tiny --smoke model is not "0.00 B")."""
+    for unit, scale in (("B", 1e9), ("M", 1e6), ("k", 1e3)):
+        if n >= scale:
+            return f"{n / scale:.3g} {unit}"
+    return f"{n:.0f}"
+
+
+def _size(gb: float) -> str:
+    """A size given in GB, shown in GB, MB or kB (0 in GB)."""
+    for unit, scale in (("GB", 1.0), ("MB", 1e-3), ("kB", 1e-6)):
+        if gb >= scale:
+            return f"{gb / scale:.1f} {unit}"
+    return f"{gb:.1f} GB"

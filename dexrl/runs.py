@@ -32,6 +32,8 @@ from typing import Any
 
 from omegaconf import DictConfig, OmegaConf, open_dict
 
+from dexrl import durable
+from dexrl.checks import Finding
 from dexrl.config import flatten
 from dexrl.errors import DexrlError
 from dexrl.versions import installed_versions
@@ -127,13 +129,36 @@ def resolved(cfg: DictConfig) -> DictConfig:
                          "fix the interpolation or the override that feeds it") from None
 
 
-def refuse_owned_overrides(overrides: list[str], fix: str) -> None:
-    """Refuse a user override of a field dexrl owns (:data:`OWNED_KEYS`), with the reason."""
+def _override_key(override: str) -> str:
+    """The key of ``key=value``, ``+key=value`` or ``~key``."""
+    return override.partition("=")[0].lstrip("+~")
+
+
+def owned_override_findings(overrides: list[str], fix: str = "") -> list[Finding]:
+    """An error per user override of a field dexrl owns (:data:`OWNED_KEYS`), with the reason.
+
+    The one check behind ``train`` and ``validate`` (:func:`dexrl.config.compose_and_check`) and
+    ``resume``.
+    """
+    found = []
     for item in overrides:
-        key = item.partition("=")[0].lstrip("+~")
+        key = _override_key(item)
         if key in OWNED_KEYS:
-            raise DexrlError(f"{key} is set by dexrl: {OWNED_KEYS[key]}",
-                             f"drop the override {item!r}; {fix}", where="overrides")
+            found.append(Finding("error", "overrides", f"{key} is set by dexrl: {OWNED_KEYS[key]}",
+                                 f"drop the override {item!r}" + (f"; {fix}" if fix else "")))
+    return found
+
+
+def without_owned(overrides: list[str]) -> list[str]:
+    """``overrides`` less those of owned fields (dexrl sets those fields itself)."""
+    return [o for o in overrides if _override_key(o) not in OWNED_KEYS]
+
+
+def refuse_owned_overrides(overrides: list[str], fix: str) -> None:
+    """Raise the first of :func:`owned_override_findings` as a DexrlError."""
+    found = owned_override_findings(overrides, fix)
+    if found:
+        raise DexrlError(found[0].message, found[0].hint, where=found[0].where)
 
 
 def run_folder_settings(run_dir: Path, resume_from: Path | None = None) -> dict[str, Any]:
@@ -172,11 +197,8 @@ def check_run_folder(cfg: DictConfig, run_dir: Path, resume_from: Path | None) -
 
 
 def save_config(run_dir: Path, cfg: DictConfig) -> None:
-    """Write ``config.yaml`` (resolved) atomically: what RLinf runs with, what resume reads."""
-    path = Path(run_dir) / CONFIG_FILE
-    tmp = path.with_name(f".{CONFIG_FILE}.tmp")
-    tmp.write_text(OmegaConf.to_yaml(cfg, resolve=True))
-    os.replace(tmp, path)
+    """Write ``config.yaml`` (resolved) durably: what RLinf runs with, what resume reads."""
+    durable.write_text(Path(run_dir) / CONFIG_FILE, OmegaConf.to_yaml(cfg, resolve=True))
 
 
 def write_run_files(run_dir: Path, cfg: DictConfig, argv: list[str],
@@ -197,7 +219,7 @@ def write_run_files(run_dir: Path, cfg: DictConfig, argv: list[str],
         "checkpoint": checkpoint_provenance(OmegaConf.select(cfg, "actor.model.model_path")),
         **(extra or {}),
     }
-    (run_dir / MANIFEST_FILE).write_text(json.dumps(manifest, indent=2, default=str) + "\n")
+    durable.write_json(run_dir / MANIFEST_FILE, manifest)
 
 
 def read_manifest(run_dir: Path) -> dict[str, Any]:
@@ -216,7 +238,7 @@ def use_wandb_run_id(run_dir: Path) -> str:
         run_id = path.read_text().strip()
     else:
         run_id = uuid.uuid4().hex[:12]
-        path.write_text(run_id + "\n")
+        durable.write_text(path, run_id + "\n")
     os.environ["WANDB_RUN_ID"] = run_id
     os.environ.setdefault("WANDB_RESUME", "allow")
     return run_id
@@ -320,11 +342,22 @@ def _rebase(node: Any, old: str, new: str) -> Any:
 
 @dataclass(frozen=True)
 class Checkpoint:
-    """A checkpoint folder of a run."""
+    """A checkpoint folder of a run.
+
+    Attributes:
+        step: N of ``global_step_N``.
+        path: The folder.
+        problem: Why it is incomplete (see :func:`marker_problem`); None when it is complete.
+    """
 
     step: int
     path: Path
-    complete: bool
+    problem: str | None
+
+    @property
+    def complete(self) -> bool:
+        """Fully written: its completion marker is valid and names its step."""
+        return self.problem is None
 
 
 def checkpoints_dir(run_dir: Path) -> Path:
@@ -332,9 +365,35 @@ def checkpoints_dir(run_dir: Path) -> Path:
     return Path(run_dir) / CHECKPOINTS
 
 
+def marker_problem(checkpoint: Path) -> str | None:
+    """Why the :data:`MARKER` of ``checkpoint`` (``.../global_step_N``) does not vouch for it.
+
+    A marker vouches when it is a JSON object with ``step`` (an integer equal to the folder's N)
+    and ``written`` (a time stamp), as :func:`mark_complete` writes it. None when it vouches.
+    """
+    path = Path(checkpoint) / MARKER
+    try:
+        text = path.read_text(encoding="utf-8")
+    except FileNotFoundError:
+        return f"interrupted save, no {MARKER}"
+    except (OSError, UnicodeDecodeError) as exc:
+        return f"{MARKER} cannot be read: {exc}"
+    try:
+        data = json.loads(text)
+    except ValueError:
+        return f"{MARKER} is " + ("empty" if not text.strip() else "not valid JSON")
+    step = data.get("step") if isinstance(data, dict) else None
+    if not isinstance(step, int) or isinstance(step, bool) \
+            or not isinstance(data.get("written"), str):
+        return f"{MARKER} lacks its fields (an integer step and a written time)"
+    if step != checkpoint_step(Path(checkpoint)):
+        return f"{MARKER} names step {step}, not {checkpoint_step(Path(checkpoint))}"
+    return None
+
+
 def is_complete(checkpoint: Path) -> bool:
-    """Whether ``checkpoint`` (``.../global_step_N``) was fully written."""
-    return (Path(checkpoint) / MARKER).is_file()
+    """Whether ``checkpoint`` (``.../global_step_N``) was fully written (:func:`marker_problem`)."""
+    return marker_problem(checkpoint) is None
 
 
 def checkpoint_step(checkpoint: Path) -> int | None:
@@ -351,7 +410,7 @@ def checkpoints(run_dir: Path) -> list[Checkpoint]:
     for p in root.glob("global_step_*") if root.is_dir() else []:
         step = checkpoint_step(p)
         if p.is_dir() and step is not None:
-            found.append(Checkpoint(step, p, is_complete(p)))
+            found.append(Checkpoint(step, p, marker_problem(p)))
     return sorted(found, key=lambda c: c.step)
 
 
@@ -359,8 +418,8 @@ def pick_checkpoint(run_dir: Path, step: int | None = None,
                     purpose: str = "resume from") -> Checkpoint:
     """The latest complete checkpoint, or the one at ``step``; DexrlError otherwise.
 
-    The one rule for resume, eval and export: an incomplete checkpoint (no :data:`MARKER`, an
-    interrupted save) is never used; :func:`skipped` names the ones passed over.
+    The one rule for resume, eval and export: an incomplete checkpoint (an interrupted save, a
+    marker that does not vouch for it) is never used; :func:`skipped` names the ones passed over.
     """
     all_ckpts = checkpoints(run_dir)
     complete = [c for c in all_ckpts if c.complete]
@@ -372,33 +431,38 @@ def pick_checkpoint(run_dir: Path, step: int | None = None,
                              f"complete checkpoints: {have}", where=str(run_dir))
         if not match[0].complete:
             have = ", ".join(str(c.step) for c in complete) or "none"
-            raise DexrlError(f"the checkpoint at step {step} is incomplete (interrupted save, no "
-                             f"{MARKER})", f"use a complete step ({have}), or name no step to "
-                             "take the latest complete one", where=str(match[0].path))
+            raise DexrlError(f"the checkpoint at step {step} is incomplete ({match[0].problem})",
+                             f"use a complete step ({have}), or give the run folder without a "
+                             "step to take the latest complete one", where=str(match[0].path))
         return match[0]
     if not complete:
         partial = f" ({len(all_ckpts)} incomplete)" if all_ckpts else ""
         raise DexrlError(f"no complete checkpoint to {purpose}{partial}",
                          "train first; a checkpoint is written every runner.save_interval steps "
                          "and counts only once it finished writing",
-                         where=str(checkpoints_dir(run_dir)))
+                         where=str(checkpoints_dir(run_dir)), details=skipped(run_dir))
     return complete[-1]
 
 
-def skipped(run_dir: Path, chosen: Checkpoint) -> list[str]:
-    """Notes on incomplete checkpoints newer than ``chosen`` (passed over, never used)."""
-    return [f"note: {c.path.name} is incomplete (interrupted save, no {MARKER}); using "
-            f"{chosen.path.name}" for c in checkpoints(run_dir)
-            if not c.complete and c.step > chosen.step]
+def skipped(run_dir: Path, chosen: Checkpoint | None = None) -> list[str]:
+    """Notes on the incomplete checkpoints newer than ``chosen`` (passed over, never used), each
+    with why; without ``chosen``, those newer than the latest complete one."""
+    found = checkpoints(run_dir)
+    last = chosen.step if chosen else max((c.step for c in found if c.complete), default=-1)
+    using = f"; using {chosen.path.name}" if chosen else ""
+    return [f"note: {c.path.name} is incomplete ({c.problem}){using}"
+            for c in found if not c.complete and c.step > last]
 
 
 def mark_complete(checkpoint: Path, step: int) -> Path:
-    """Write the completion marker into a finished checkpoint folder (atomically, last)."""
-    marker = Path(checkpoint) / MARKER
-    tmp = marker.with_suffix(".tmp")
-    tmp.write_text(json.dumps({"step": step, "written": time.strftime("%Y-%m-%dT%H:%M:%S")}))
-    os.replace(tmp, marker)
-    return marker
+    """Vouch for a finished checkpoint folder: make it durable, then write the marker (last).
+
+    The checkpoint's files are fsynced first, so that after a power loss a marker never
+    survives the files it vouches for.
+    """
+    durable.sync_tree(checkpoint)
+    return durable.write_json(Path(checkpoint) / MARKER,
+                              {"step": step, "written": time.strftime("%Y-%m-%dT%H:%M:%S")})
 
 
 def latest_checkpoint(run_dir: Path) -> Path:

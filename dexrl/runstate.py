@@ -27,6 +27,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from dexrl import durable
+
 STATE_FILE = "run-state.json"
 PROC = Path("/proc")
 
@@ -107,39 +109,87 @@ class Previous:
         return self.status == "running" and not self.still_running
 
 
-def read(run_dir: Path) -> dict[str, Any]:
-    """The state file's content ({} when there is none or it is unreadable)."""
+STATUSES = ("running", "finished", "failed", "interrupted")
+
+
+def _int(value: Any) -> bool:
+    return isinstance(value, int) and not isinstance(value, bool)
+
+
+def _problem(data: Any) -> str | None:
+    """What makes parsed state-file content unusable, None when it is a record this code wrote."""
+    if not isinstance(data, dict):
+        return "not a JSON object"
+    if data.get("status") not in STATUSES:
+        return f"status {data.get('status')!r} is not one of {', '.join(STATUSES)}"
+    if not (_int(data.get("step")) and _int(data.get("pid"))
+            and isinstance(data.get("host"), str)):
+        return "step, pid or host is missing or mistyped"
+    started = data.get("pid_start")
+    procs = data.get("ray_processes", [])
+    if not ((started is None or _int(started)) and isinstance(procs, list) and all(
+            isinstance(p, list) and len(p) == 2 and _int(p[0]) and (p[1] is None or _int(p[1]))
+            for p in procs)):
+        return "pid_start or ray_processes is malformed"
+    return None
+
+
+def load(run_dir: Path) -> tuple[dict[str, Any], str | None]:
+    """The state file's content and what is wrong with it.
+
+    ``({}, None)`` when there is none; ``({}, why)`` when it is unreadable or not a record this
+    code wrote (garbage, a torn write of an older dexrl, a hand edit).
+    """
+    path = Path(run_dir) / STATE_FILE
     try:
-        data = json.loads((Path(run_dir) / STATE_FILE).read_text())
-    except (OSError, ValueError):
-        return {}
-    return data if isinstance(data, dict) else {}
+        text = path.read_text(encoding="utf-8")
+    except FileNotFoundError:
+        return {}, None
+    except (OSError, UnicodeDecodeError) as exc:
+        return {}, f"cannot be read: {exc}"
+    try:
+        data = json.loads(text)
+    except ValueError:
+        return {}, "empty" if not text.strip() else "not valid JSON"
+    problem = _problem(data)
+    return ({}, problem) if problem else (data, None)
+
+
+def read(run_dir: Path) -> dict[str, Any]:
+    """The state file's content ({} when there is none or it is unusable, see :func:`load`)."""
+    return load(run_dir)[0]
 
 
 def _write(run_dir: Path, data: dict[str, Any]) -> None:
-    path = Path(run_dir) / STATE_FILE
-    tmp = path.with_suffix(".tmp")
-    tmp.write_text(json.dumps(data, indent=2) + "\n")
-    os.replace(tmp, path)
+    durable.write_json(Path(run_dir) / STATE_FILE, data)
 
 
 def previous_run(run_dir: Path) -> Previous | None:
     """The last process that ran ``run_dir``, if the folder recorded one."""
     data = read(run_dir)
-    if "status" not in data:
+    if not data:
         return None
-    pid, host = int(data.get("pid", 0)), str(data.get("host", ""))
+    pid, host = data["pid"], data["host"]
     here = host == socket.gethostname()
     running = here and pid > 0 and alive(pid, data.get("pid_start"))
     if not here and data["status"] == "running":
         running = True  # another machine's process: it cannot be checked from here
-    return Previous(str(data["status"]), int(data.get("step", 0)), pid, host, running)
+    return Previous(data["status"], data["step"], pid, host, running)
 
 
 def story(run_dir: Path) -> list[str]:
-    """What happened to the folder's last run when it did not close its record (else [])."""
+    """What happened to the folder's last run when it did not close its record, or what is wrong
+    with the record and what dexrl assumes then (else [])."""
     from dexrl.runs import checkpoints
 
+    problem = load(run_dir)[1]
+    if problem is not None:
+        # Safe to go on: the record only guards against a second live driver and names what a
+        # killed one left. A live driver rewrites it whole (durably) after every step, so an
+        # unusable record was left by a process that died writing it, or by a hand.
+        return [f"{Path(run_dir) / STATE_FILE} is unusable ({problem}): dexrl assumes the last "
+                "run of this folder ended and no dexrl process runs it now (the checkpoints say "
+                "where it got to; the file is rewritten at launch)"]
     prev = previous_run(run_dir)
     if prev is None or not prev.killed:
         return []

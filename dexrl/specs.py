@@ -60,6 +60,8 @@ class ModelSpec:
             checks also parse.
         params: (total, trainable with ``train_expert_only``) parameter counts of the real
             model, for the memory and disk estimates of ``--dry-run`` (0: unknown).
+        prefix_kv_bytes: Bytes of one sample's prefix keys/values in bf16 at the real size (the
+            training prefix cache's unit, for ``--dry-run``; 0: unknown).
         extra_keys: ``"module:NAME"`` of the checkpoint entries the network does not use
             (fnmatch patterns; loading tolerates them, ``export`` reports them).
         check_tensors: ``"module:function"``, the deep checkpoint check ``download`` and
@@ -76,6 +78,7 @@ class ModelSpec:
     preprocessor: bool = False
     norm_stats: bool = False
     params: tuple[float, float] = (0.0, 0.0)
+    prefix_kv_bytes: float = 0.0
     extra_keys: str | None = None
     check_tensors: str | None = None
     check_config: str | None = None
@@ -142,17 +145,20 @@ class Policy:
 
 
 # The built-in models; the π0 figures follow the memory budget in the model notes (3.24 B
-# parameters, ≈314 M trainable with train_expert_only).
+# parameters, ≈314 M trainable with train_expert_only). Prefix keys/values per sample: layers × 2 ×
+# KV heads × head_dim × prefix tokens × 2 bytes; π0: 18 × 2 × 1 × 256 × (2·256 + 48); DM0 (the
+# sizes bench/dm0_policy.py assumes): 28 × 2 × 8 × 128 × (2·169 + 200).
 PI0 = ModelSpec(
     tokenizer_files=(("tokenizer.model",), ("tokenizer_config.json",)),
     preprocessor=True, norm_stats=True, params=(3.24e9, 0.314e9),
+    prefix_kv_bytes=18 * 2 * 1 * 256 * 560 * 2,
     extra_keys="dexrl.models.pi0.loader:ALLOWED_EXTRA_KEYS",
     check_tensors="dexrl.checks.weights:check_pi0_tensors",
     inference="dexrl.models.pi0.policy:Pi0Policy",
 )
 DM0 = ModelSpec(
     tokenizer_files=(("vocab.json",), ("merges.txt",), ("tokenizer_config.json",)),
-    norm_stats=True, params=(2.4e9, 0.45e9),
+    norm_stats=True, params=(2.4e9, 0.45e9), prefix_kv_bytes=28 * 2 * 8 * 128 * 538 * 2,
     extra_keys="dexrl.models.dm0.loader:ALLOWED_EXTRA_KEYS",
     check_config="dexrl.checks.config:check_dm0_settings",
     inference="dexrl.models.dm0.policy:Dm0Policy",

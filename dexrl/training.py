@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import os
 import sys
+import tempfile
 from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING
@@ -23,6 +24,7 @@ if TYPE_CHECKING:
     from omegaconf import DictConfig
 
     from dexrl.config import Validated
+    from dexrl.launch_plan import Plan
 
 SMOKE_CHECKPOINT = "smoke-checkpoint"
 
@@ -122,7 +124,6 @@ def prepare(*, suite: str | None, model: str | None, config_name: str | None,
     from dexrl.config import compose_and_check, suite_of
     from dexrl.hub import resolve_ckpt
 
-    runs.refuse_owned_overrides(overrides, "--run-dir DIR picks the run folder")
     if name and run_dir:
         raise DexrlError("--name and --run-dir both name the run folder",
                          "pass one: --name NAME (runs/NAME) or --run-dir PATH")
@@ -164,7 +165,7 @@ def start(new: NewRun, *, ray_address: str | None) -> DictConfig:
     try:
         runs.check_new_run_dir(new.target)
     except DexrlError as exc:  # say what happened to a run that was killed there
-        exc.details += runstate.story(new.target)
+        exc.details += runstate.story(new.target) + runs.skipped(new.target)
         raise
     check_ray_address(ray_address)
     cfg = new.result.cfg
@@ -180,6 +181,20 @@ def start(new: NewRun, *, ray_address: str | None) -> DictConfig:
     cfg = runs.resolved(cfg)
     runs.write_run_files(new.target, cfg, sys.argv, {"smoke": new.smoke, "suite": new.suite})
     return cfg
+
+
+def launch_plan(new: NewRun) -> Plan:
+    """What the launch would do (``--dry-run``), sized by the checkpoint the run would train:
+    ``--smoke``'s tiny one goes to a temporary folder, since a dry run writes no run folder."""
+    from dexrl.checks.config import Facts
+    from dexrl.launch_plan import make_plan
+
+    facts = Facts(new.suite, new.per_node)
+    if not new.smoke:
+        return make_plan(new.result.cfg, facts)
+    with tempfile.TemporaryDirectory(prefix="dexrl-dry-run-") as tmp:
+        ckpt = write_smoke_checkpoint(Path(tmp), str(new.result.cfg.actor.model.model_type))
+        return make_plan(new.result.cfg, facts, ckpt_dir=ckpt)
 
 
 def _is_smoke_path_warning(finding: Finding) -> bool:

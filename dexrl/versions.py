@@ -21,6 +21,7 @@ PACKAGES: dict[str, str] = {
     "robosuite": "robosuite",
     "libero": "rlinf-libero",
     "numpy": "numpy",
+    "pyarrow": "pyarrow",
 }
 
 

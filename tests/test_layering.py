@@ -3,7 +3,8 @@
 Data flows ``cli -> commands/<verb> -> library (config, checks, training, evaluation, ...) ->
 models or bridge -> RLinf``, and the verbs are leaves: no command imports another. The
 declarations (:mod:`dexrl.specs`, :mod:`dexrl.plugins`, :mod:`dexrl.catalog`) and the small
-shared modules (:mod:`dexrl.errors`, :mod:`dexrl.vec_env`) sit below all of them.
+shared modules (:mod:`dexrl.errors`, :mod:`dexrl.vec_env`, :mod:`dexrl.durable`) sit below all of
+them.
 Every import counts, also those inside functions.
 """
 
@@ -104,6 +105,7 @@ ABOVE_THE_RUN_FOLDER = ("dexrl.commands", "dexrl.cli", "dexrl.bridge", "dexrl.tr
                        "dexrl.config", "dexrl.evaluation")),
     ("dexrl.vec_env", ("dexrl",)),
     ("dexrl.errors", ("dexrl",)),
+    ("dexrl.durable", ("dexrl",)),
 ])
 def test_layers_read_straight_down(importer: str, forbidden: tuple[str, ...]) -> None:
     assert violations(importer, forbidden) == []

@@ -15,7 +15,7 @@ from pathlib import Path
 import pytest
 
 from dexrl import runstate
-from dexrl.runs import MARKER
+from dexrl.runs import mark_complete
 from dexrl.testing.runstate import write_killed_run
 
 
@@ -63,7 +63,7 @@ def test_a_live_run_a_finished_run_and_a_killed_run_are_told_apart(tmp_path: Pat
 
     for step in (1, 2):
         (tmp_path / "checkpoints" / f"global_step_{step}").mkdir(parents=True)
-    (tmp_path / "checkpoints" / "global_step_1" / MARKER).write_text("{}")
+    mark_complete(tmp_path / "checkpoints" / "global_step_1", 1)
     write_killed_run(tmp_path, 2)
     prev = runstate.previous_run(tmp_path)
     assert prev is not None and prev.killed

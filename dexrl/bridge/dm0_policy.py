@@ -5,7 +5,7 @@
 shared :class:`~dexrl.bridge.flow_policy.FlowRLPolicy` on a loaded DM0. What differs from π0:
 
 - FSDP units are the Qwen3 MLPs and the PE residual blocks (``Dm0Network._no_split_modules``)
-  plus every Qwen3 RMSNorm (see below).
+  plus every RMSNorm (``Dm0RMSNorm``, see below).
 - ``train_expert_only`` freezes the PE tower with its two downsampling convs, the projector and
   the LLM; DM0 has no state projection, so the expert, the action/time projections and the value
   head train. The state still enters ``forward_inputs``: it turns delta actions into absolute ones.
@@ -47,7 +47,7 @@ class Dm0RLPolicy(FlowRLPolicy):
     model_type = "dexbotic_dm0"
     # The network's units, plus the RMSNorms: in bf16 they are the only fp32 trainable weights
     # (the expert's), and FSDP2 rejects a unit whose trainable parameters mix dtypes.
-    _no_split_modules = [*Dm0Network._no_split_modules, "Qwen3RMSNorm"]
+    _no_split_modules = [*Dm0Network._no_split_modules, "Dm0RMSNorm"]
     policy_class = Dm0Policy
 
     @property

@@ -36,9 +36,16 @@ absent is false, as in RLinf's model YAMLs.
 uint8 [B, 2, S, S, 3] (main, wrist) already resized to the model's S, ``tokens`` long [B, L],
 ``token_mask`` bool [B, L], ``state`` float32 [B, 32] (padded, normalized), ``chains_bits`` int32
 [B, N+1, chunk, 32] (the float32 chain's bit patterns, which FSDP mixed precision cannot cast to
-bf16), ``denoise_inds`` long [B, S_scored] (-1 for deterministic calls). Rollout and training build
+bf16), ``denoise_inds`` long [B, S_scored] (-1 for deterministic calls), ``sample_ids`` long [B]
+(unique per row: the key of the training prefix cache). Rollout and training build
 the network inputs from these with the same function, so the first PPO ratio is exactly 1 when
 both run the same weights in the same precision (bit-exact in fp32 on the CPU).
+
+**Prefix cache.** With ``train_expert_only`` the training call takes each row's frozen prefix
+keys/values from :class:`~dexrl.bridge.prefix_cache.PrefixStore` (computed at the row's first use
+in a global step, within ``dexbotic.prefix_cache``'s budgets), so PPO's later epochs run only the
+suffix. RLinf's ``set_global_step`` hook, the end of each training round
+(:class:`~dexrl.bridge.workers.DexrlActor`) and any ``load_state_dict`` empty it.
 
 **Freezing and FSDP.** ``dexbotic.train_expert_only`` sets ``requires_grad=False`` on the vision
 tower, projector and LLM (:meth:`FlowRLPolicy.frozen_modules`) and computes the prefix without a
@@ -59,6 +66,7 @@ import torch
 from rlinf.models.embodiment.base_policy import BasePolicy
 from torch import nn
 
+from dexrl.bridge.prefix_cache import PrefixCacheSettings, PrefixStore, new_sample_ids
 from dexrl.bridge.rl_steps import (
     Denoiser,
     RLSettings,
@@ -69,6 +77,7 @@ from dexrl.bridge.rl_steps import (
 )
 from dexrl.errors import DexrlError
 from dexrl.models import checkpoint_model_type
+from dexrl.models.flow.mot import ATTENTION, PrefixCache
 from dexrl.models.flow.network import ModelInputs
 
 # The env-observation checks and frame conversion of the inference policy, so that both entry
@@ -80,6 +89,7 @@ EVAL_NOISE_SEED = 0
 VALUE_HEAD_SEED = 0
 VALUE_HEAD_INIT_STD = 0.02
 VIEW_KEYS = ("main_images", "wrist_images")
+PREFIX_INPUTS = ("images", "tokens", "token_mask", "state")  # what _observation reads
 
 
 class FlowRLPolicy(nn.Module, BasePolicy):
@@ -92,6 +102,8 @@ class FlowRLPolicy(nn.Module, BasePolicy):
     Args:
         policy: A loaded flow policy (network, tokenizer, image preprocessing, norm stats).
         settings: RL settings (see :class:`RLSettings`); ``norm_mode`` must be the policy's.
+        prefix_cache: Budgets of the training prefix cache (used with ``train_expert_only``);
+            None: the defaults of :class:`PrefixCacheSettings`.
 
     Raises:
         DexrlError: an RL setting that does not fit the model, or a norm mode mismatch.
@@ -101,7 +113,8 @@ class FlowRLPolicy(nn.Module, BasePolicy):
     _no_split_modules: ClassVar[list[str]]
     policy_class: ClassVar[type[FlowPolicy]]
 
-    def __init__(self, policy: FlowPolicy, settings: RLSettings) -> None:
+    def __init__(self, policy: FlowPolicy, settings: RLSettings,
+                 prefix_cache: PrefixCacheSettings | None = None) -> None:
         super().__init__()
         config = policy.network.config
         settings.check(config.chunk_size, config.action_dim)
@@ -125,6 +138,11 @@ class FlowRLPolicy(nn.Module, BasePolicy):
                 frozen.requires_grad_(False)
         self._resize_only = dataclasses.replace(policy.images, do_rescale=False,
                                                 do_normalize=False)
+        cache_settings = prefix_cache or PrefixCacheSettings()
+        self.prefix_store = (PrefixStore(cache_settings)
+                             if settings.train_expert_only and cache_settings.enabled else None)
+        # New weights (a checkpoint, a resume) make every stored prefix stale.
+        self.register_load_state_dict_pre_hook(_release_prefix_cache)
 
     @classmethod
     def load_flow_policy(
@@ -170,9 +188,12 @@ class FlowRLPolicy(nn.Module, BasePolicy):
             raise DexrlError(f"the checkpoint is {found!r}, not {cls.model_type!r}",
                              hint=f"set actor.model.model_type={found} for this checkpoint",
                              where=str(Path(str(model_path)) / "config.json"))
+        prefix_cache = PrefixCacheSettings.from_model_cfg(cfg)
+        attention = attention_impl(cfg)
         policy = cls.load_flow_policy(str(model_path), torch_dtype, settings.norm_mode,
                                       model_max_length)
-        return cls(policy, settings)
+        policy.network.attention = attention
+        return cls(policy, settings, prefix_cache)
 
     def frozen_modules(self) -> tuple[nn.Module, ...]:
         """What ``train_expert_only`` freezes: vision tower, projector and prefix LLM."""
@@ -185,6 +206,17 @@ class FlowRLPolicy(nn.Module, BasePolicy):
         for an ABC-first layout), so BasePolicy's ``forward`` is reached explicitly.
         """
         return BasePolicy.forward(self, *args, **kwargs)
+
+    def set_global_step(self, global_step: int) -> None:
+        """RLinf's start-of-step hook (its runner calls it on the actor's model): prefix caches of
+        an earlier step are dropped."""
+        if self.prefix_store is not None:
+            self.prefix_store.begin_step(global_step)
+
+    def release_prefix_cache(self) -> None:
+        """Drop every stored prefix cache (end of a training round; new weights)."""
+        if self.prefix_store is not None:
+            self.prefix_store.clear()
 
     @property
     def has_value_head(self) -> bool:
@@ -234,6 +266,7 @@ class FlowRLPolicy(nn.Module, BasePolicy):
             values = torch.zeros(batch, 1, device=obs.state.device)
         forward_inputs = {
             **inputs,
+            "sample_ids": new_sample_ids(batch),
             "chains_bits": pack_chains(sample.chains),
             "denoise_inds": settings.unscored(batch) if scored is None else scored,
         }
@@ -268,11 +301,21 @@ class FlowRLPolicy(nn.Module, BasePolicy):
                 hint="set actor.model.add_value_head: true (GAE needs a critic)",
                 where="actor.model.add_value_head",
             )
-        obs = self._observation(forward_inputs)
         settings = self.settings
+        state = self._state(forward_inputs)
+        ids = forward_inputs.get("sample_ids")
+        # Tensors made under inference mode cannot enter a later graph: such calls do not store.
+        if self.prefix_store is not None and ids is not None \
+                and not torch.is_inference_mode_enabled():
+            cache = self.prefix_store.prefix(ids.tolist(), lambda rows: self._encode_prefix(
+                {k: forward_inputs[k][rows] for k in PREFIX_INPUTS}), state.device)
+            denoise = self._cached_denoiser(cache, state)
+        else:
+            denoise = self._denoiser(self._observation(forward_inputs),
+                                     grad=not settings.train_expert_only)
         scores = score_chain(
-            self._denoiser(obs, grad=not settings.train_expert_only),
-            unpack_chains(forward_inputs["chains_bits"]).to(obs.state.device),
+            denoise,
+            unpack_chains(forward_inputs["chains_bits"]).to(state.device),
             forward_inputs["denoise_inds"].long(),
             settings,
             first_hidden=compute_values,
@@ -314,15 +357,27 @@ class FlowRLPolicy(nn.Module, BasePolicy):
         masks = torch.arange(NUM_VIEWS).lt(views).expand(batch, NUM_VIEWS)
         return ModelInputs(
             torch.cat([pixels, pad], dim=1), masks, inputs["tokens"].long(),
-            inputs["token_mask"].bool(), inputs["state"].to(torch.float32),
+            inputs["token_mask"].bool(), self._state(inputs),
         ).to(self.flow.device)
+
+    def _state(self, inputs: Mapping[str, torch.Tensor]) -> torch.Tensor:
+        """The suffix's state input, as :meth:`_observation` builds it."""
+        return inputs["state"].to(device=self.flow.device, dtype=torch.float32)
+
+    def _encode_prefix(self, inputs: Mapping[str, torch.Tensor]) -> PrefixCache:
+        """The frozen prefix of some rows, without a graph (``train_expert_only``)."""
+        with torch.no_grad():
+            return self.flow.network.encode_prefix(self._observation(inputs))
 
     def _denoiser(self, obs: ModelInputs, *, grad: bool) -> Denoiser:
         """Encode the prefix once (with a graph only if ``grad``); returns the per-step call."""
-        network = self.flow.network
         with torch.set_grad_enabled(grad and torch.is_grad_enabled()):
-            cache = network.encode_prefix(obs)
-        return lambda x_t, t: network.denoise_step(cache, obs.state, x_t, t)
+            cache = self.flow.network.encode_prefix(obs)
+        return self._cached_denoiser(cache, obs.state)
+
+    def _cached_denoiser(self, cache: PrefixCache, state: torch.Tensor) -> Denoiser:
+        network = self.flow.network
+        return lambda x_t, t: network.denoise_step(cache, state, x_t, t)
 
     def _initial_noise(
         self, batch: int, deterministic: bool, noise: torch.Tensor | None
@@ -367,6 +422,11 @@ def init_value_head(head: nn.Linear) -> None:
         head.bias.zero_()
 
 
+def _release_prefix_cache(module: FlowRLPolicy, *_: Any) -> None:
+    """Load-state-dict pre-hook: new weights make every stored prefix stale."""
+    module.release_prefix_cache()
+
+
 def prompt_length(cfg: Mapping[str, Any]) -> int | None:
     """``actor.model.dexbotic.model_max_length``: a positive int, or None for the checkpoint's.
 
@@ -383,6 +443,21 @@ def prompt_length(cfg: Mapping[str, Any]) -> int | None:
     return length
 
 
+def attention_impl(cfg: Mapping[str, Any]) -> str:
+    """``actor.model.dexbotic.attention``: ``eager`` (default) or ``sdpa`` (a GPU lever, off by
+    default until measured on a GPU; docs/performance.md).
+
+    Raises:
+        DexrlError: any other value.
+    """
+    value = (cfg.get("dexbotic", None) or {}).get("attention", "eager")
+    if value not in ATTENTION:
+        raise DexrlError(f"attention is {value!r}, expected one of {', '.join(ATTENTION)}",
+                         hint="eager is the reference; sdpa uses torch's fused attention",
+                         where="actor.model.dexbotic.attention")
+    return value
+
+
 def _is_deterministic(mode: str | None, do_sample: Any) -> bool:
     if mode is None:
         return do_sample is False
@@ -392,4 +467,5 @@ def _is_deterministic(mode: str | None, do_sample: Any) -> bool:
     return mode == "eval"
 
 
-__all__ = ["EVAL_NOISE_SEED", "FlowRLPolicy", "init_value_head", "prompt_length"]
+__all__ = ["EVAL_NOISE_SEED", "FlowRLPolicy", "attention_impl", "init_value_head",
+           "prompt_length"]

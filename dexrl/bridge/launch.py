@@ -57,7 +57,8 @@ INTERRUPTED = 130
 def gl_backend(probe: bool) -> str:
     """The headless OpenGL backend for MuJoCo: ``$MUJOCO_GL`` if set, else EGL.
 
-    With ``probe``, EGL is tried in a subprocess first and OSMesa is the fallback.
+    With ``probe``, EGL is tried in a subprocess first and OSMesa is the fallback; a probe that
+    cannot import MuJoCo at all is reported as that, not as a GL failure.
     """
     chosen = os.environ.get("MUJOCO_GL")
     if chosen or not probe:
@@ -72,14 +73,29 @@ def gl_backend(probe: bool) -> str:
     )
 
 
+NO_MUJOCO = 3  # the probe's exit code when MuJoCo itself cannot be imported
+_GL_PROBE = f"""
+import sys
+try:
+    import mujoco
+except ImportError as exc:
+    print(exc, file=sys.stderr)
+    sys.exit({NO_MUJOCO})
+c = mujoco.GLContext(8, 8); c.make_current(); c.free()
+"""
+
+
 def _gl_works(backend: str) -> bool:
-    code = "import mujoco; c = mujoco.GLContext(8, 8); c.make_current(); c.free()"
     env = {**os.environ, "MUJOCO_GL": backend, "PYOPENGL_PLATFORM": backend}
     try:
-        done = subprocess.run([sys.executable, "-c", code], env=env, capture_output=True,
-                              timeout=120)
+        done = subprocess.run([sys.executable, "-c", _GL_PROBE], env=env, capture_output=True,
+                              text=True, timeout=120)
     except subprocess.TimeoutExpired:
         return False
+    if done.returncode == NO_MUJOCO:
+        reason = done.stderr.strip().splitlines()[-1] if done.stderr.strip() else "ImportError"
+        raise DexrlError(f"LIBERO's renderer needs MuJoCo, which does not import: {reason}",
+                         "reinstall with `make install`, or `pip install 'mujoco>=3.3,<3.4'`")
     return done.returncode == 0
 
 
@@ -87,11 +103,16 @@ WORKER_ENV_KEYS = ("RLINF_EXT_MODULE", "MUJOCO_GL", "PYOPENGL_PLATFORM", "LIBERO
                    "TOKENIZERS_PARALLELISM")
 
 
-def worker_env(*, smoke: bool, ext_module: str = EXT_MODULE) -> dict[str, str]:
-    """Environment variables every RLinf worker needs (values already set by the user win)."""
+def worker_env(*, probe_gl: bool, ext_module: str = EXT_MODULE) -> dict[str, str]:
+    """Environment variables every RLinf worker needs (values already set by the user win).
+
+    Args:
+        probe_gl: Probe the OpenGL backend (:func:`gl_backend`) instead of assuming EGL.
+        ext_module: RLinf extension module the workers load.
+    """
     from dexrl.libero_assets import libero_config_dir
 
-    gl = gl_backend(probe=smoke)
+    gl = gl_backend(probe=probe_gl)
     defaults = (ext_module, gl, gl, str(libero_config_dir()), "false")
     env = {k: os.environ.get(k) or v for k, v in zip(WORKER_ENV_KEYS, defaults, strict=True)}
     env["RLINF_EXT_MODULE"] = ext_module  # the caller's choice, never a stale value
@@ -107,16 +128,17 @@ def prepare(cfg: DictConfig, *, smoke: bool, ext_module: str = EXT_MODULE) -> di
 
     Args:
         cfg: The composed config (read only: model type for the error message).
-        smoke: Probe the OpenGL backend instead of assuming EGL.
+        smoke: Probe the OpenGL backend instead of assuming EGL (when the config renders).
         ext_module: RLinf extension module to register (tests pass their own).
 
     Returns:
         The variables set.
     """
+    from dexrl.config import renders
     from dexrl.libero_assets import use_libero_config_dir
 
     use_libero_config_dir()  # before anything imports libero: that import writes its config
-    env = worker_env(smoke=smoke, ext_module=ext_module)
+    env = worker_env(probe_gl=smoke and renders(cfg), ext_module=ext_module)
     os.environ.update(env)
     try:
         importlib.import_module(ext_module).register()

@@ -33,6 +33,7 @@ from omegaconf import DictConfig, open_dict
 from torch import nn
 
 from dexrl.bridge import registry
+from dexrl.bridge.prefix_cache import release_prefix_cache
 
 # The per-step arrays RLinf's rollout records that have one more entry than there are chunk
 # steps (the state after the last one); run_training drops that entry before flattening.
@@ -117,7 +118,12 @@ class LocalPPO:
         batch.update(self.advantages(batch))
         if zero_advantages:
             batch["advantages"] = torch.zeros_like(batch["advantages"])
-        metrics = self.run_training(batch, generator)
+        if hasattr(self.actor, "set_global_step"):  # EmbodiedRunner.run, at each step's start
+            self.actor.set_global_step(self.version)
+        try:
+            metrics = self.run_training(batch, generator)
+        finally:
+            release_prefix_cache(self.actor)  # DexrlActor.run_training
         self.version += 1
         return metrics
 

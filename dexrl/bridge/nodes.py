@@ -81,11 +81,12 @@ def cluster_nodes(cluster: object) -> list[NodeRecord]:
     return out
 
 
-def _run_actors() -> list[tuple[str, str]]:
-    """(name, node id) of this job's actors, alive or dead.
+def job_actors() -> list[dict]:
+    """This job's actors, alive or dead, as rows of Ray's GCS actor table.
 
-    Read from the GCS's actor table (``ray._private.state.actors``, Ray's debugging view), not
-    the state API, which needs the dashboard: a head started without it still gets the names.
+    Read from ``ray._private.state.actors`` (Ray's debugging view of the GCS), not the state API,
+    which goes through the dashboard: a head started without it (``--include-dashboard=false``)
+    still answers, in milliseconds.
     """
     import ray
     from ray._private import state
@@ -96,8 +97,12 @@ def _run_actors() -> list[tuple[str, str]]:
     except Exception as exc:
         print(f"dexrl: Ray's actor table could not be read: {exc!r}", file=sys.stderr)
         return []
-    return [(a.get("Name") or "", a.get("Address", {}).get("NodeID") or "")
-            for a in actors.values() if a.get("JobID") == job]
+    return [a for a in actors.values() if a.get("JobID") == job]
+
+
+def _run_actors() -> list[tuple[str, str]]:
+    """(name, node id) of this job's actors, alive or dead."""
+    return [(a.get("Name") or "", a.get("Address", {}).get("NodeID") or "") for a in job_actors()]
 
 
 def lost_node_check(nodes: Sequence[NodeRecord], run_dir: str

@@ -25,6 +25,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, TextIO
 
+from dexrl.bridge.nodes import job_actors
 from dexrl.errors import DexrlError
 from dexrl.runs import mark_complete
 
@@ -190,6 +191,34 @@ class _Outcome:
 
 
 NODE_DEATH_WAIT_S = 20.0  # Ray's health check marks a node dead after about 15 s
+HEALTH_CHECK_S = 15.0  # between two looks for lost nodes and dead workers
+
+
+class _HealthWatch:
+    """Looks for lost nodes and dead workers every ``interval_s`` on a thread of its own, so a
+    slow cluster query never holds up the progress the main thread delivers."""
+
+    def __init__(self, check: Callable[[], bool], interval_s: float) -> None:
+        self.tripped = threading.Event()  # a check found a lost node or a dead worker
+        self._check, self._interval_s = check, interval_s
+        self._stop = threading.Event()
+        self._thread = threading.Thread(target=self._loop, name="dexrl-health", daemon=True)
+
+    def __enter__(self) -> _HealthWatch:
+        self._thread.start()
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self._stop.set()
+
+    def _loop(self) -> None:
+        while not self._stop.wait(self._interval_s):
+            try:
+                if self._check():
+                    self.tripped.set()
+                    return
+            except Exception as exc:  # a broken check must not end the watch
+                print(f"dexrl: the cluster health check failed: {exc!r}", file=sys.stderr)
 
 
 class Supervisor:
@@ -201,12 +230,14 @@ class Supervisor:
     def __init__(self, *, start_step: int, total: int, stall_timeout_s: float,
                  failure: FailureSignal, on_progress: Callable[[Progress], None] | None,
                  output: Output, log_hint: str,
-                 node_check: Callable[[int], DexrlError | None] | None = None) -> None:
+                 node_check: Callable[[int], DexrlError | None] | None = None,
+                 health_check_s: float = HEALTH_CHECK_S) -> None:
         self.step, self.total = start_step, total
         self.stall_timeout_s = stall_timeout_s
         self.failure, self.on_progress, self.output = failure, on_progress, output
         self.log_hint = log_hint
         self.node_check = node_check  # the error naming a lost node, given the step
+        self.health_check_s = health_check_s
         self._events: queue.Queue[Progress] = queue.Queue()
         self._t0 = time.monotonic()
         self._thread: threading.Thread | None = None
@@ -254,27 +285,31 @@ class Supervisor:
 
         self._thread = threading.Thread(target=body, name="rlinf-runner", daemon=True)
         self._thread.start()
-        last_event, last_actor_check = time.monotonic(), time.monotonic()
+        with _HealthWatch(self._unhealthy, self.health_check_s) as health:
+            self._watch(outcome, health)
+
+    def _watch(self, outcome: _Outcome, health: _HealthWatch) -> None:
+        last_event = time.monotonic()
         while True:
             with contextlib.suppress(queue.Empty):
                 event = self._events.get(timeout=0.5)
                 last_event = time.monotonic()
                 self._deliver(event)
                 continue
-            if self.failure.event.is_set():
+            if self.failure.event.is_set() or health.tripped.is_set():
                 raise self._worker_failure()
             if not self._thread.is_alive():
                 self._drain()
                 if outcome.error is not None:
                     raise self._runner_error(outcome)
                 return
-            now = time.monotonic()
-            if now - last_actor_check > 15:
-                last_actor_check = now
-                if self._lost_node() or dead_actor_causes():
-                    raise self._worker_failure()
-            if now - last_event > self.stall_timeout_s:
-                raise self._stall(now - last_event)
+            idle = time.monotonic() - last_event
+            if idle > self.stall_timeout_s:
+                raise self._stall(idle)
+
+    def _unhealthy(self) -> bool:
+        """A node of the run is lost or one of its workers died (the health watch's check)."""
+        return self._lost_node() is not None or bool(dead_actor_causes())
 
     def _deliver(self, event: Progress) -> None:
         if self.on_progress is not None:
@@ -290,7 +325,7 @@ class Supervisor:
 
     def _runner_error(self, outcome: _Outcome) -> DexrlError:
         time.sleep(1.0)  # a worker failure makes RLinf's loop trip over None results: let it land
-        if self.failure.event.is_set() or self._lost_node() or dead_actor_causes():
+        if self.failure.event.is_set() or self._unhealthy():
             return self._worker_failure()
         print(outcome.tb, file=sys.stderr)
         exc = outcome.error
@@ -386,7 +421,7 @@ def failed_task_causes(wait_s: float = 10.0) -> list[tuple[str, str, list[str]]]
     while True:
         try:
             tasks = list_tasks(filters=[("state", "=", "FAILED"), ("job_id", "=", job)],
-                               detail=True, raise_on_missing_output=False)
+                               detail=True, raise_on_missing_output=False, timeout=5)
         except Exception as exc:
             print(f"dexrl: Ray's state API did not list failed tasks: {exc!r}", file=sys.stderr)
             return []
@@ -407,22 +442,15 @@ WORKER_CLASSES = frozenset({"DexrlActor", "DexrlRollout", "DexrlEnv"})
 
 def dead_actor_causes() -> list[tuple[str, str, list[str]]]:
     """(actor class, death cause, lines) of this run's workers that died while running."""
-    import ray
-    from ray.util.state import list_actors
+    from google.protobuf.json_format import MessageToDict
 
-    namespace = ray.get_runtime_context().namespace
-    try:
-        actors = list_actors(filters=[("state", "=", "DEAD"), ("ray_namespace", "=", namespace)],
-                             detail=True, raise_on_missing_output=False)
-    except Exception as exc:
-        print(f"dexrl: Ray's state API did not list actors: {exc!r}", file=sys.stderr)
-        return []
     causes = []
-    for actor in actors:
-        if actor.class_name not in WORKER_CLASSES:
+    for actor in job_actors():
+        if actor.get("State") != "DEAD" or actor.get("ActorClassName") not in WORKER_CLASSES:
             continue
-        cause = json.dumps(actor.death_cause) if actor.death_cause else "unknown cause"
+        death = MessageToDict(actor["DeathCause"]) if actor.get("DeathCause") else None
+        cause = json.dumps(death) if death else "unknown cause"
         if "ray.kill" in cause:  # killed on purpose (RLinf's or dexrl's clean-up)
             continue
-        causes.append((actor.class_name, cause[:300], [cause]))
+        causes.append((actor["ActorClassName"], cause[:300], [cause]))
     return causes

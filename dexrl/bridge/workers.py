@@ -8,34 +8,63 @@ node without an accelerator. On a node with one, the import changes nothing.
 
 :class:`DexrlRunner` is RLinf's ``EmbodiedRunner`` with three hooks reported to a
 :class:`RunListener`: workers ready, each global step's metrics (the dict RLinf prints as its
-table, flushed to TensorBoard first), and each checkpoint once RLinf's save has returned. The
-training loop stays RLinf's.
+table, flushed to TensorBoard first), and each checkpoint once RLinf's save has returned; its
+W&B and SwanLab runs are named after the run folder. The training loop stays RLinf's.
 """
 
 from __future__ import annotations
 
+import contextlib
+import copy
 import os
+from collections.abc import Iterator
 from pathlib import Path
 from typing import Any, Protocol
 
 from dexrl.bridge import cpu_platform
 from dexrl.bridge.grad_norm import reduce_grad_norm_over_shards
+from dexrl.bridge.prefix_cache import release_prefix_cache
 
 cpu_platform.install()
 
+from omegaconf import OmegaConf, open_dict  # noqa: E402
+from rlinf.runners import embodied_runner  # noqa: E402
 from rlinf.runners.embodied_runner import EmbodiedRunner  # noqa: E402
+from rlinf.utils.metric_logger import MetricLogger  # noqa: E402
 from rlinf.workers.actor.fsdp_actor_worker import EmbodiedFSDPActor  # noqa: E402
+from rlinf.workers.env import env_worker  # noqa: E402
 from rlinf.workers.env.env_worker import EnvWorker  # noqa: E402
 from rlinf.workers.rollout.hf.huggingface_worker import MultiStepRolloutWorker  # noqa: E402
 
 
+@contextlib.contextmanager
+def replaced(module: Any, name: str, value: Any) -> Iterator[None]:
+    """``module.name`` is ``value`` for the duration of the block: how dexrl steers one lookup
+    inside an RLinf method it calls unchanged."""
+    original = getattr(module, name)
+    setattr(module, name, value)
+    try:
+        yield
+    finally:
+        setattr(module, name, original)
+
+
 class DexrlActor(EmbodiedFSDPActor):
     """RLinf's FSDP actor, launched from a module that prepares the worker process, clipping by
-    the norm of the whole gradient (:func:`reduce_grad_norm_over_shards`)."""
+    the norm of the whole gradient (:func:`reduce_grad_norm_over_shards`), and freeing the
+    policy's training prefix cache after each training round."""
 
     def __init__(self, cfg: Any) -> None:
         super().__init__(cfg)
         reduce_grad_norm_over_shards(self)
+
+    def run_training(self) -> Any:
+        """RLinf's training round; the prefix caches of its samples are dropped at its end (and,
+        through RLinf's ``set_global_step`` hook, at the start of every global step)."""
+        try:
+            return super().run_training()
+        finally:
+            release_prefix_cache(self.model)
 
 
 class DexrlRollout(MultiStepRolloutWorker):
@@ -64,15 +93,22 @@ class DexrlEnv(EnvWorker):
 
     RLinf's env types are a closed enum, so a dexrl task keeps an RLinf ``env_type`` whose
     observation format and action handling it shares (``libero``) and names itself in
-    ``dexrl_env``; only the class RLinf would build is replaced. Without that key nothing changes.
+    ``dexrl_env``. RLinf's ``init_worker`` resolves each env config's class with its module's
+    ``get_env_cls``, which imports that env type's stack (LIBERO, robosuite, MuJoCo); for the
+    duration of that call a config with ``dexrl_env`` resolves to dexrl's class instead, so a
+    task that renders nothing needs no renderer installed. Without that key nothing changes.
     """
 
-    def _setup_env_and_wrappers(self, env_cls: type, env_cfg: Any,
-                                num_envs_per_stage: int) -> list:
-        name = env_cfg.get("dexrl_env")
-        if name:
-            env_cls = dexrl_env_class(name)
-        return super()._setup_env_and_wrappers(env_cls, env_cfg, num_envs_per_stage)
+    def init_worker(self) -> None:
+        """RLinf's set-up, with dexrl's tasks resolved before RLinf's env stack is imported."""
+        rlinf_get_env_cls = env_worker.get_env_cls
+
+        def get_env_cls(env_type: str, env_cfg: Any = None) -> type:
+            name = env_cfg.get("dexrl_env") if env_cfg is not None else None
+            return dexrl_env_class(name) if name else rlinf_get_env_cls(env_type, env_cfg)
+
+        with replaced(env_worker, "get_env_cls", get_env_cls):
+            super().init_worker()
 
 
 def dexrl_env_class(name: str) -> type:
@@ -105,12 +141,31 @@ def checkpoint_path(cfg: Any, step: int) -> Path:
                              "checkpoints", f"global_step_{step}"))
 
 
+def run_metric_logger(cfg: Any) -> MetricLogger:
+    """RLinf's metric logger, with W&B and SwanLab runs named after the run folder.
+
+    dexrl keeps ``runner.logger.experiment_name`` empty (RLinf puts checkpoints under
+    ``<log_path>/<experiment_name>``), and RLinf names those runs by it; the logger alone gets a
+    copy of the config that names the run. Paths follow ``log_path``, which stays as it is.
+    """
+    logger = cfg.runner.logger
+    if logger.get("experiment_name"):
+        return MetricLogger(cfg)
+    named = copy.deepcopy(cfg)
+    OmegaConf.set_readonly(named, False)
+    with open_dict(named):
+        named.runner.logger.experiment_name = Path(str(logger.log_path)).name
+    return MetricLogger(named)
+
+
 class DexrlRunner(EmbodiedRunner):
-    """RLinf's embodied runner reporting progress to a :class:`RunListener`."""
+    """RLinf's embodied runner reporting progress to a :class:`RunListener`, its W&B and
+    SwanLab runs named after the run folder (:func:`run_metric_logger`)."""
 
     def __init__(self, *args: Any, listener: RunListener, **kwargs: Any) -> None:
         self._listener = listener
-        super().__init__(*args, **kwargs)
+        with replaced(embodied_runner, "MetricLogger", run_metric_logger):
+            super().__init__(*args, **kwargs)
 
     def init_workers(self) -> None:
         """Start every worker group, then report."""

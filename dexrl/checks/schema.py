@@ -29,6 +29,7 @@ LOSS_TYPES = ("actor", "actor_critic", "decoupled_actor_critic")
 # because those modules import torch (a test keeps them equal).
 NOISE_METHODS = ("flow_sde", "flow_cps")
 NORM_MODES = ("mean_std", "quantile")
+ATTENTION = ("eager", "sdpa")  # dexrl.models.flow.mot.ATTENTION
 LOGGERS = ("tensorboard", "wandb", "swanlab")  # rlinf/utils/metric_logger.py
 
 
@@ -206,6 +207,15 @@ SCHEMA: tuple[Key, ...] = (
        "(LIBERO checkpoints: mean_std).", choices=NORM_MODES),
     _k("actor.model.dexbotic.model_max_length", "int|null", "Prompt length in tokens (DM0 "
        "trains with 200; null: the checkpoint's).", POS),
+    _k("actor.model.dexbotic.attention", "str", "The MoT's shared attention: eager (reference) "
+       "or sdpa (torch's fused attention; a GPU lever, not yet measured on a GPU).",
+       choices=ATTENTION),
+    _k("actor.model.dexbotic.prefix_cache.device_gb", "float", "GB per actor rank of training "
+       "prefix caches kept on the GPU (train_expert_only: each sample's frozen prefix is "
+       "computed once per global step).", NONNEG),
+    _k("actor.model.dexbotic.prefix_cache.host_gb", "float", "GB per actor rank of further "
+       "prefix caches in pinned host memory; beyond both budgets the prefix is recomputed.",
+       NONNEG),
     # --- actor training (RLinf's FSDP actor worker) ---
     _k("actor.group_name", "str", "Name of RLinf's actor worker group."),
     _k("actor.training_backend", "str", "RLinf's actor backend; its embodied actor is the FSDP "

@@ -7,7 +7,7 @@ from pathlib import Path
 
 import typer
 
-from dexrl.training import NewRun, prepare, refuse_on_errors, run, start
+from dexrl.training import NewRun, launch_plan, prepare, refuse_on_errors, run, start
 
 EPILOG = """\
 Examples:
@@ -62,16 +62,15 @@ def train(
 def show_plan(new: NewRun) -> None:
     """Print what a launch would do (``--dry-run``); nothing is started or written."""
     from dexrl import runs
-    from dexrl.checks.config import Facts
     from dexrl.console import console
-    from dexrl.launch_plan import make_plan, render_plan
+    from dexrl.launch_plan import render_plan
 
-    result, findings, suite, per_node = new.result, new.findings, new.suite, new.per_node
+    result, findings, per_node = new.result, new.findings, new.per_node
     target, settings = new.target, new.settings
     refuse_on_errors(result.name, findings)
     out = console()
     out.print(f"Plan for {result.name} ({per_node} GPU(s) per node assumed):", markup=False)
-    for line in render_plan(make_plan(result.cfg, Facts(suite, per_node)), per_node):
+    for line in render_plan(launch_plan(new), per_node):
         out.print(line, markup=False)
     for f in findings:
         out.print(f"warning: {f.render()}", markup=False)

@@ -20,6 +20,7 @@ from typing import Any
 
 from omegaconf import DictConfig, OmegaConf
 
+from dexrl.config import renders
 from dexrl.doctor import GIB, CheckResult, cuda, extension, fail, guarded, ok, one_line, skip, warn
 from dexrl.doctor.context import NO_CONFIG_FIX, Context
 from dexrl.doctor.subproc import ProbeError, run_probe
@@ -323,14 +324,17 @@ def check_other_ray(o: OtherRay) -> CheckResult:
 
 
 def env_processes(cfg: DictConfig) -> int:
-    """LIBERO env processes a run keeps alive: train envs, plus eval envs when eval is on."""
+    """LIBERO env processes a run keeps alive: train envs, plus eval envs when eval is on (dexrl's
+    own tasks run inside the env worker: none)."""
     def sel(key: str, default: Any) -> Any:
         return OmegaConf.select(cfg, key, default=default) or default
 
     only_eval = bool(sel("runner.only_eval", False))
     eval_on = sel("runner.val_check_interval", -1) > 0 or only_eval
-    total = 0 if only_eval else int(sel("env.train.total_num_envs", 0))
-    return total + (int(sel("env.eval.total_num_envs", 0)) if eval_on else 0)
+    train_on = not only_eval and renders(cfg, "train")
+    total = int(sel("env.train.total_num_envs", 0)) if train_on else 0
+    return total + (int(sel("env.eval.total_num_envs", 0)) if eval_on and renders(cfg, "eval")
+                    else 0)
 
 
 def check_ram(r: RayFacts, cfg: DictConfig | None) -> CheckResult:

@@ -29,8 +29,8 @@ def probe_roundtrip(types: Sequence[str], timeout: float,
     from dexrl.bridge.launch import worker_env
     from dexrl.bridge.roundtrip import check_registration
 
-    return check_registration(types, ext_module, env=worker_env(smoke=False, ext_module=ext_module),
-                              timeout_s=timeout)
+    env = worker_env(probe_gl=False, ext_module=ext_module)
+    return check_registration(types, ext_module, env=env, timeout_s=timeout)
 
 
 def check_roundtrip(results: Sequence[RoundTrip], types: Sequence[str],

@@ -14,6 +14,7 @@ from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass
 
 from dexrl.checks import Finding
+from dexrl.config import renders
 from dexrl.doctor import (
     CRASH_FIX,
     CheckResult,
@@ -70,15 +71,30 @@ def config_area(findings: Sequence[Finding] | None) -> AreaRun:
     return run
 
 
+def rendering_only(name: str, run: AreaRun, ids: tuple[str, ...]) -> Area:
+    """An area that only LIBERO's envs need: its rows are skipped for a config whose envs are
+    dexrl's own tasks, which render nothing and import no LIBERO."""
+    def gated(ctx: Context) -> Iterable[CheckResult]:
+        if ctx.cfg is not None and not renders(ctx.cfg):
+            for check in ids:
+                yield skip(check, f"{ctx.config_name or 'the config'} uses dexrl's own tasks, "
+                           "which render nothing and need no LIBERO", "nothing to do for this "
+                           "config; pass a LIBERO suite to check rendering and LIBERO")
+            return
+        yield from run(ctx)
+    return Area(name, gated, ids)
+
+
 def areas(findings: Sequence[Finding] | None) -> list[Area]:
     """Every area in report order."""
     return [
         Area("config", config_area(findings), ("config.checks",)),
-        Area("stack", stack.run, ("stack.versions", "stack.mujoco")),
+        Area("stack", stack.run, ("stack.versions", "stack.mujoco", "stack.serializer")),
         Area("cuda", cuda.run, ("cuda.devices", "cuda.placement")),
-        Area("render", render.run, ("render.backend", "render.egl", "render.offscreen")),
-        Area("libero", libero.run,
-             ("libero.import", "libero.config", "libero.assets", "libero.env")),
+        rendering_only("render", render.run,
+                       ("render.backend", "render.egl", "render.offscreen")),
+        rendering_only("libero", libero.run,
+                       ("libero.import", "libero.config", "libero.assets", "libero.env")),
         Area("ray", cluster.run, ("ray.stale", "ray.nodes", "ray.node_rank", "ray.placement",
                                   "ray.ram", "ray.shm",
                                   "extension.roundtrip")),

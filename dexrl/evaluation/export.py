@@ -8,15 +8,14 @@ value head is dropped, or kept beside the model in ``value_head.safetensors``. `
 records where it came from and the training settings ``dexrl eval`` uses as its defaults;
 ``README.md`` is a model card with the latest evaluation table, if there is one.
 
-The folder is written under a temporary name and renamed at the end: a failed export leaves
-nothing at ``--out``.
+The folder is built under a hidden name beside ``--out``, made durable and renamed at the end
+(:func:`dexrl.durable.staged_folder`): a failed or interrupted export leaves nothing at ``--out``.
 """
 
 from __future__ import annotations
 
 import dataclasses
 import json
-import os
 import shutil
 import time
 from dataclasses import dataclass
@@ -27,6 +26,7 @@ import torch
 from safetensors import safe_open
 from safetensors.torch import save_file
 
+from dexrl import durable
 from dexrl.errors import DexrlError
 from dexrl.evaluation.results import RESULTS_FILE, load_results
 from dexrl.evaluation.sources import (
@@ -109,9 +109,8 @@ def export_checkpoint(source: CheckpointSource, out: Path, *, keep_value_head: b
     tensors, from_base = _dexbotic_state(source, trained)
     dtype = _compute_dtype(tensors)
     out.parent.mkdir(parents=True, exist_ok=True)
-    partial = out.with_name(f".{out.name}.partial-{os.getpid()}")
-    shutil.rmtree(partial, ignore_errors=True)
-    try:
+    # check_export_out allowed an earlier out (empty, or an earlier export): it is replaced.
+    with durable.staged_folder(out) as partial:
         _copy_base_files(source.model_dir, partial)
         _set_config_dtype(partial / "config.json", dtype)
         save_file(tensors, str(partial / WEIGHTS_FILE), metadata={"format": "pt"})
@@ -122,11 +121,6 @@ def export_checkpoint(source: CheckpointSource, out: Path, *, keep_value_head: b
                              dtype, results)
         (partial / EXPORT_MANIFEST).write_text(json.dumps(manifest, indent=2, default=str) + "\n")
         (partial / CARD_FILE).write_text(model_card(manifest, results_data), encoding="utf-8")
-        if out.exists():
-            shutil.rmtree(out)  # check_export_out allowed it: empty or an earlier export
-        os.replace(partial, out)
-    finally:
-        shutil.rmtree(partial, ignore_errors=True)
     return Exported(out, len(tensors), from_base, bool(keep_value_head and head), dtype, results)
 
 
@@ -175,7 +169,7 @@ def _copy_base_files(base: Path, dest: Path) -> None:
         return [n for n in names if n.startswith(".") or n in _NOT_COPIED
                 or n.endswith(".safetensors")]
 
-    shutil.copytree(base, dest, ignore=ignore)
+    shutil.copytree(base, dest, ignore=ignore, dirs_exist_ok=True)
 
 
 def _set_config_dtype(config: Path, dtype: str) -> None:

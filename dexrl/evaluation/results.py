@@ -1,5 +1,6 @@
-"""``results.json`` (versioned schema, written atomically at the end), the per-episode progress
-file a killed run leaves behind, the output folder's guard, and paired comparisons.
+"""``results.json`` (versioned schema, written durably at the end: :mod:`dexrl.durable`), the
+per-episode progress file a killed run leaves behind, the output folder's guard, and paired
+comparisons.
 
 Schema ``dexrl-eval-results`` version 1 (top-level keys)::
 
@@ -20,7 +21,6 @@ Schema ``dexrl-eval-results`` version 1 (top-level keys)::
 from __future__ import annotations
 
 import json
-import os
 import shutil
 import time
 from collections.abc import Iterable, Mapping, Sequence
@@ -93,19 +93,6 @@ def build_results(*, suite: str, checkpoint: Mapping[str, Any], config: Mapping[
         "reference": reference,
         "comparison": comparison,
     }
-
-
-def write_json_atomic(path: Path, data: Mapping[str, Any]) -> Path:
-    """Write JSON so that readers see the old file or the whole new one, never a part."""
-    path = Path(path)
-    tmp = path.with_name(f".{path.name}.tmp")
-    with open(tmp, "w", encoding="utf-8") as handle:
-        json.dump(data, handle, indent=2, default=str)
-        handle.write("\n")
-        handle.flush()
-        os.fsync(handle.fileno())
-    os.replace(tmp, path)
-    return path
 
 
 class ProgressLog:

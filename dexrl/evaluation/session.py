@@ -16,6 +16,7 @@ from typing import Any
 
 from omegaconf import DictConfig
 
+from dexrl import durable
 from dexrl.evaluation import results as res
 from dexrl.evaluation.episode_loop import EpisodeResult, LoopSettings, Timings, run_episodes
 from dexrl.evaluation.episodes import parse_tasks, plan_episodes
@@ -164,5 +165,5 @@ def _finish(prepared: Prepared, outcomes: list[EpisodeResult], timings: Timings,
         data["comparison"] = res.compare(data, prepared.other[1], prepared.other[0])
     write_gallery(prepared.out, data["episodes"], prepared.languages,
                   f"{s.suite}: {prepared.source.path}")
-    res.write_json_atomic(prepared.out / res.RESULTS_FILE, data)
+    durable.write_json(prepared.out / res.RESULTS_FILE, data)
     return data

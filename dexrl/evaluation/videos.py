@@ -3,13 +3,13 @@
 from __future__ import annotations
 
 import html
-import os
 from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
 import numpy as np
 
+from dexrl import durable
 from dexrl.errors import DexrlError
 from dexrl.vec_env import Episode
 
@@ -59,7 +59,7 @@ class Mp4Video:
             self._partial.unlink(missing_ok=True)
             return None
         name = video_name(self._episode.task_id, self._episode.trial_id, success)
-        os.replace(self._partial, self._folder / name)
+        durable.publish(self._partial, self._folder / name)
         return f"{VIDEO_DIR}/{name}"
 
 
@@ -113,5 +113,4 @@ def write_gallery(out_dir: Path, episodes: Sequence[Mapping[str, Any]],
         + "\n".join(sections) + "\n</body></html>\n"
     )
     path = Path(out_dir) / VIDEO_DIR / "index.html"
-    path.write_text(page, encoding="utf-8")
-    return path
+    return durable.write_text(path, page)

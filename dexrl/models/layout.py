@@ -13,6 +13,8 @@ from dexrl.errors import DexrlError
 
 INDEX_FILE = "model.safetensors.index.json"
 SINGLE_FILE = "model.safetensors"
+# What ``train_expert_only`` freezes (vision tower, projector, prefix LLM), by checkpoint key.
+FROZEN_PREFIXES = ("model.mm_vision_tower.", "model.mm_projector.", "model.llm.")
 _SHOWN_KEYS = 5  # how many offending names an error message lists before the count
 
 

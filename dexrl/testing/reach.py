@@ -22,8 +22,9 @@ WINDOW = 3  # steps averaged at each end of a run
 
 
 def run_reach(run_dir: Path, seed: int, steps: int, *overrides: str,
-              timeout_s: float = 900.0) -> RunCurves:
-    """Train on reach for ``steps`` global steps with ``seed`` (env starts and actor seed).
+              timeout_s: float = 900.0, env: dict[str, str] | None = None) -> RunCurves:
+    """Train on reach for ``steps`` global steps with ``seed`` (env starts and actor seed), in
+    ``env`` (default: this process's environment).
 
     Raises:
         RuntimeError: the run failed; the message holds the end of its output.
@@ -32,7 +33,7 @@ def run_reach(run_dir: Path, seed: int, steps: int, *overrides: str,
            f"runner.max_steps={steps}", f"actor.seed={seed}", f"env.train.seed={seed}",
            *overrides]
     done = subprocess.run(cmd, capture_output=True, text=True, timeout=timeout_s, check=False,
-                          env={**os.environ, "COLUMNS": "250"})
+                          env={**(env or os.environ), "COLUMNS": "250"})
     if done.returncode != 0:
         raise RuntimeError(f"{' '.join(cmd)} exited {done.returncode}:\n"
                            f"{done.stdout[-3000:]}\n{done.stderr[-3000:]}")

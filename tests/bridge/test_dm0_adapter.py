@@ -111,6 +111,7 @@ def test_forward_inputs_have_dm0_shapes(make_policy) -> None:
         "tokens": ((2, TINY_PROMPT_LENGTH), torch.int64),
         "token_mask": ((2, TINY_PROMPT_LENGTH), torch.bool),
         "state": ((2, 32), torch.float32),
+        "sample_ids": ((2,), torch.int64),
         "chains_bits": ((2, 4, CHUNK, 32), torch.int32),
         "denoise_inds": ((2, 1), torch.int64),
     }
@@ -251,7 +252,7 @@ def test_fsdp2_training_reproduces_the_rollout(make_policy, tmp_path: Path, dtyp
         model = _fsdp2(make_policy(dtype), dtype)
         units = {type(m).__name__ for m in model.modules() if isinstance(m, FSDPModule)}
         # FSDP2 renames the classes it wraps.
-        assert {"FSDPQwen3MLP", "FSDPPeResidualBlock", "FSDPQwen3RMSNorm"} <= units
+        assert {"FSDPQwen3MLP", "FSDPPeResidualBlock", "FSDPDm0RMSNorm"} <= units
         model.train()
         out = model(forward_inputs=result["forward_inputs"], compute_values=True)
         if dtype == torch.float32:

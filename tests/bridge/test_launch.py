@@ -11,6 +11,7 @@ import time
 from pathlib import Path
 
 import pytest
+from hidden_packages import env_without
 from omegaconf import OmegaConf
 
 from dexrl.bridge import launch
@@ -28,6 +29,7 @@ from dexrl.runs import (
     checkpoints_dir,
     latest_checkpoint,
     load_run_config,
+    mark_complete,
     planned_steps,
     set_run_folder,
 )
@@ -103,7 +105,7 @@ def _checkpoint(run_dir: Path, step: int, complete: bool) -> Path:
     path = checkpoints_dir(run_dir) / f"global_step_{step}"
     (path / "actor").mkdir(parents=True)
     if complete:
-        (path / MARKER).write_text("{}")
+        mark_complete(path, step)
     return path
 
 
@@ -155,6 +157,34 @@ def test_gl_backend_respects_the_user(monkeypatch: pytest.MonkeyPatch) -> None:
     assert launch.gl_backend(probe=True) == "osmesa"
     monkeypatch.delenv("MUJOCO_GL")
     assert launch.gl_backend(probe=False) == "egl"
+
+
+def test_a_missing_mujoco_is_named_not_reported_as_a_gl_failure(
+        monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
+    monkeypatch.delenv("MUJOCO_GL", raising=False)
+    monkeypatch.setenv("PYTHONPATH", env_without(tmp_path, ("mujoco",))["PYTHONPATH"])
+    with pytest.raises(DexrlError, match="needs MuJoCo, which does not import: No module named "
+                                         "'mujoco'") as err:
+        launch.gl_backend(probe=True)
+    assert "OpenGL" not in str(err.value) and "mujoco" in err.value.hint
+
+
+def test_only_configs_that_render_probe_opengl(monkeypatch: pytest.MonkeyPatch) -> None:
+    from dexrl.config import compose, renders
+
+    assert not renders(compose("reach_ppo_dexbotic_pi0"))
+    assert renders(compose("libero_spatial_ppo_dexbotic_pi0"))
+    assert renders(compose("reach_ppo_dexbotic_pi0", ["~env.eval.dexrl_env"]), "eval")
+    for var in launch.WORKER_ENV_KEYS:
+        monkeypatch.setenv(var, "")  # recorded, so that what prepare sets is undone
+        monkeypatch.delenv(var)
+    probes: list[str] = []
+    monkeypatch.setattr(launch, "_gl_works", lambda backend: probes.append(backend) or True)
+    launch.prepare(compose("reach_ppo_dexbotic_pi0"), smoke=True)
+    assert probes == []
+    monkeypatch.delenv("MUJOCO_GL")
+    launch.prepare(compose("libero_spatial_ppo_dexbotic_pi0", ["+smoke=cpu"]), smoke=True)
+    assert probes == ["egl"]
 
 
 def test_prepare_rejects_a_model_type_nobody_registers(monkeypatch: pytest.MonkeyPatch) -> None:

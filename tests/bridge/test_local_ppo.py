@@ -47,3 +47,22 @@ def test_rollout_batch_has_rlinfs_layout(ppo: LocalPPO) -> None:
     assert batch["forward_inputs"]["chains_bits"].shape[:2] == (2, 4)
     with pytest.raises(ValueError, match="must end"):
         rollout_batch([RolloutStep(result, rewards, done)])
+
+
+def test_a_training_round_computes_each_prefix_once(ppo: LocalPPO) -> None:
+    """RLinf's order (step hook, epochs of micro-batches, end of round) with the shipped
+    update_epoch: one prefix pass per sample, the other epochs reuse it, the round frees it."""
+    from dexrl.testing.learning import ContextualTarget
+
+    task = ContextualTarget(torch.zeros(7), torch.ones(7), image_size=16)
+    contexts = torch.tensor([0, 1, 1, 0])
+    actions, result = ppo.act(task.observations(contexts))
+    rewards = task.rewards(actions, contexts)
+    store = ppo.actor.prefix_store
+    computed, reused = store.computed_rows, store.reused_rows
+    ppo.train([RolloutStep(result, rewards, torch.ones_like(rewards, dtype=torch.bool))],
+              torch.Generator().manual_seed(0))
+    epochs = ppo.cfg.algorithm.update_epoch
+    assert epochs > 1
+    assert (store.computed_rows - computed, store.reused_rows - reused) == (4, 4 * (epochs - 1))
+    assert len(store) == 0

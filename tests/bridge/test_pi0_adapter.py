@@ -109,6 +109,7 @@ def test_output_shapes_and_forward_inputs(make_policy) -> None:
         "tokens": ((2, 16), torch.int64),
         "token_mask": ((2, 16), torch.bool),
         "state": ((2, 32), torch.float32),
+        "sample_ids": ((2,), torch.int64),
         "chains_bits": ((2, 5, CHUNK, 32), torch.int32),
         "denoise_inds": ((2, 4), torch.int64),
     }
@@ -259,9 +260,17 @@ def test_rlinf_get_model_builds_the_registered_policy(tiny_pi0_dir, precision, d
     assert {p.dtype for p in model.parameters()} == {dtype}
     assert model.settings.noise_level == cfg.dexbotic.noise_level
     assert model.settings.num_steps == cfg.num_steps
+    assert model.pi0.network.attention == cfg.dexbotic.attention == "eager"
+    assert model.prefix_store.settings.device_gb == cfg.dexbotic.prefix_cache.device_gb
     actions, result = model.predict_action_batch(_env_obs(2))
     assert actions.shape == (2, 5, cfg.action_dim)
     assert result["prev_logprobs"].dtype == torch.float32
+
+
+def test_sdpa_attention_setting_reaches_the_network(tiny_pi0_dir) -> None:
+    cfg = {"model_path": str(tiny_pi0_dir), "num_action_chunks": 5,
+           "dexbotic": {"attention": "sdpa"}}
+    assert build(cfg, None).pi0.network.attention == "sdpa"
 
 
 def test_bad_settings_fail_clearly(tiny_pi0_dir) -> None:
@@ -273,6 +282,8 @@ def test_bad_settings_fail_clearly(tiny_pi0_dir) -> None:
         ({"num_action_chunks": CHUNK + 1}, "num_action_chunks"),
         ({"num_steps": 1, "ignore_last": True}, "num_steps"),
         ({"model_path": None}, "model_path"),
+        ({"dexbotic": {"attention": "flash"}}, "attention"),
+        ({"dexbotic": {"prefix_cache": {"host_gb": -2}}}, "prefix_cache.host_gb"),
     ]
     for override, key in cases:
         with pytest.raises(DexrlError) as info:
@@ -313,3 +324,33 @@ def test_fsdp2_bf16_training_reproduces_the_rollout(make_policy, tmp_path: Path)
         (out["logprobs"].sum() + out["values"].sum()).backward()
         grads = {n for n, p in model.named_parameters() if p.grad is not None}
         assert grads and all(n.startswith(TRAINABLE_PREFIXES) for n in grads)
+
+
+def test_fsdp2_epochs_reuse_the_prefix_and_still_reproduce_the_rollout(make_policy,
+                                                                       tmp_path: Path) -> None:
+    """Through RLinf's FSDP2 wrapping (fp32): the step hook reaches the policy, the second epoch
+    takes the prefix from the cache (the frozen LLM's units are not gathered for it), and both
+    epochs give the rollout's log-probs and values exactly, and the same gradients."""
+    from rlinf.hybrid_engines.fsdp.utils import apply_fsdp2_to_model
+    from torch.distributed.device_mesh import init_device_mesh
+    from torch.distributed.fsdp import MixedPrecisionPolicy, OffloadPolicy
+
+    _, result = _rollout(make_policy(), 3)
+    with _single_process_group(tmp_path):
+        precision = MixedPrecisionPolicy(param_dtype=torch.float32, cast_forward_inputs=True)
+        model = apply_fsdp2_to_model(make_policy(), {}, init_device_mesh("cpu", (1,)), precision,
+                                     OffloadPolicy(), reshard_after_forward=True)
+        model.train()
+        model.set_global_step(0)
+        grads = []
+        for _ in range(2):
+            out = model(forward_inputs=result["forward_inputs"], compute_values=True)
+            assert torch.equal(out["logprobs"], result["prev_logprobs"])
+            assert torch.equal(out["values"], result["prev_values"][:, 0])
+            (out["logprobs"].sum() + out["values"].sum()).backward()
+            grads.append({n: p.grad.full_tensor().clone() for n, p in model.named_parameters()
+                          if p.grad is not None})
+            model.zero_grad()
+        assert (model.prefix_store.computed_rows, model.prefix_store.reused_rows) == (3, 3)
+        assert grads[0].keys() == grads[1].keys()
+        assert all(torch.equal(g, grads[1][n]) for n, g in grads[0].items())

@@ -17,6 +17,7 @@ from __future__ import annotations
 from pathlib import Path
 
 import pytest
+from hidden_packages import env_without
 
 from dexrl.testing.reach import CONTROL, rise, run_reach
 
@@ -26,8 +27,10 @@ STEPS = 20
 
 
 def test_reach_runs_through_rlinf_and_draws_curves(tmp_path: Path) -> None:
-    """Two global steps: the task, RLinf's workers, metrics in TensorBoard, curves.png."""
-    curves = run_reach(tmp_path / "run", seed=0, steps=2)
+    """Two global steps: the task, RLinf's workers, metrics in TensorBoard, curves.png; with
+    LIBERO, robosuite and MuJoCo hidden, since a task that renders nothing must not need them."""
+    hidden = env_without(tmp_path / "hidden")
+    curves = run_reach(tmp_path / "run", seed=0, steps=2, env=hidden)
     assert curves.series["env/return"][0] == [1, 2]
     assert all(0.0 <= s <= 1.0 for s in curves.series["env/success_once"][1])
     assert all(v > 0 for v in curves.series["train/actor/grad_norm"][1])  # the policy trains

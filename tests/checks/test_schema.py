@@ -8,6 +8,7 @@ from omegaconf import OmegaConf, open_dict
 from dexrl.checks.config import Facts, run_config_checks
 from dexrl.checks.schema import (
     ADV_TYPES,
+    ATTENTION,
     LOSS_TYPES,
     NOISE_METHODS,
     NORM_MODES,
@@ -69,11 +70,13 @@ def test_choices_are_what_rlinf_and_the_adapters_parse() -> None:
 
     from dexrl.bridge.rl_steps import _UNSUPPORTED
     from dexrl.bridge.rl_steps import NOISE_METHODS as ADAPTER_NOISE
+    from dexrl.models.flow.mot import ATTENTION as MOT_ATTENTION
     from dexrl.models.transforms import NORM_MODES as MODEL_NORM_MODES
 
     assert set(ADV_TYPES) == set(ADV_REGISTRY)
     assert set(LOSS_TYPES) == set(LOSS_REGISTRY)
     assert NOISE_METHODS == ADAPTER_NOISE and NORM_MODES == MODEL_NORM_MODES
+    assert ATTENTION == MOT_ATTENTION
     for precision in PRECISIONS:
         assert isinstance(torch_dtype_from_precision(precision), torch.dtype)
     with pytest.raises(ValueError):

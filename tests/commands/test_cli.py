@@ -28,6 +28,23 @@ def test_version() -> None:
     assert result.output.strip() == f"dexrl {__version__}"
 
 
+@pytest.mark.parametrize("module", ["dexrl", "dexrl.cli"])
+def test_python_dash_m_runs_the_cli(module: str) -> None:
+    """Clusters often launch through ``python -m``: both spellings are the CLI, exit codes too."""
+    run = [sys.executable, "-m", module]
+    done = subprocess.run([*run, "--version"], capture_output=True, text=True, timeout=60)
+    assert (done.returncode, done.stdout.strip()) == (0, f"dexrl {__version__}")
+    done = subprocess.run([*run, "resume", "--bogus"], capture_output=True, text=True, timeout=60)
+    assert done.returncode == 2 and done.stderr.startswith("error: dexrl resume: No such option")
+
+
+def test_usage_lines_name_arguments_in_capitals() -> None:
+    usage = {verb: runner.invoke(app, [verb, "--help"]).output.splitlines()[0] for verb in VERBS}
+    assert usage["resume"] == "Usage: dexrl resume [OPTIONS] RUN_DIR [OVERRIDES]..."
+    assert usage["plot"] == "Usage: dexrl plot [OPTIONS] RUN_DIRS..."
+    assert not [line for line in usage.values() if "{" in line or "}" in line]
+
+
 def test_validate_help_has_examples() -> None:
     result = runner.invoke(app, ["validate", "--help"])
     assert result.exit_code == 0

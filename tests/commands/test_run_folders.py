@@ -166,7 +166,7 @@ def test_owned_fields_are_refused_with_the_reason(smoke_like_run: Path, elsewher
     result = run(*args, override)
     assert result.exit_code == 2, result.output
     key = override.partition("=")[0].lstrip("+")
-    assert f"error: overrides: {key} is set by dexrl: {reason}" in result.stderr
+    assert f"overrides: {key} is set by dexrl: {reason}" in result.stderr
     assert f"drop the override '{override}'" in result.stderr
     assert list(elsewhere.iterdir()) == []
 

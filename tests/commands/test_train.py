@@ -42,6 +42,34 @@ def test_dry_run_prints_the_plan_and_writes_nothing(cwd: Path) -> None:
     assert list(cwd.iterdir()) == []
 
 
+@pytest.mark.parametrize("model", ["pi0", "dm0"])
+def test_a_smoke_dry_run_sizes_the_tiny_model_it_would_train(cwd: Path, model: str) -> None:
+    """Not the real model's 3 B parameters, 28 GB checkpoints and 33 GB of memory."""
+    result = run("train", "--suite", "libero_spatial", "--model", model, "--smoke", "--dry-run")
+    assert result.exit_code == 0, result.output
+    lines = result.stdout.splitlines()
+    model_line = next(line for line in lines if line.startswith("Model:"))
+    assert " k parameters" in model_line, model_line
+    disk = next(line for line in lines if line.startswith("Checkpoints:"))
+    assert disk.endswith(("kB of disk", "MB of disk")), disk
+    memory = lines[lines.index("Memory estimate per GPU (analytic):") + 1]
+    assert float(memory.split("≈")[1].split()[0]) < 3, memory
+    assert list(cwd.iterdir()) == [] or [p.name for p in cwd.iterdir()] == ["home"]
+
+
+def test_plan_sizes_agree_with_what_the_adapter_trains(tiny_pi0_dir: Path) -> None:
+    from dexrl.bridge.pi0_policy import Pi0RLPolicy
+    from dexrl.bridge.rl_steps import RLSettings
+    from dexrl.launch_plan import checkpoint_sizes
+    from dexrl.models import load_policy
+
+    policy = Pi0RLPolicy(load_policy(tiny_pi0_dir), RLSettings(num_steps=4, num_action_chunks=5,
+                                                           train_expert_only=True))
+    model = {n: p for n, p in policy.named_parameters() if not n.startswith("value_head.")}
+    trainable = sum(p.numel() for p in model.values() if p.requires_grad)
+    assert checkpoint_sizes(tiny_pi0_dir) == (sum(p.numel() for p in model.values()), trainable)
+
+
 def test_dry_run_shows_the_worker_groups_per_node_of_a_two_node_placement(cwd: Path) -> None:
     result = run("train", *SPATIAL_PI0, "--smoke", "--dry-run", "cluster.num_nodes=2",
                  "~cluster.component_placement",
@@ -55,7 +83,7 @@ def test_a_folder_whose_driver_was_killed_says_so(cwd: Path) -> None:
 
     folder = cwd / "killed"
     (folder / "checkpoints" / "global_step_1").mkdir(parents=True)
-    (folder / "checkpoints" / "global_step_1" / runs.MARKER).write_text("{}")
+    runs.mark_complete(folder / "checkpoints" / "global_step_1", 1)
     (folder / "config.yaml").write_text("{}")
     write_killed_run(folder, 1)
     result = run("train", *SPATIAL_PI0, "--smoke", "--run-dir", str(folder))
@@ -130,7 +158,7 @@ def fake_run(root: Path, steps: dict[int, bool]) -> Path:
         path = runs.checkpoints_dir(root) / f"global_step_{step}" / "actor"
         path.mkdir(parents=True)
         if complete:
-            (path.parent / runs.MARKER).write_text("{}")
+            runs.mark_complete(path.parent, step)
     return root
 
 
@@ -199,3 +227,20 @@ def test_wandb_run_id_is_kept_for_resume(cwd: Path, monkeypatch: pytest.MonkeyPa
     import os
 
     assert os.environ["WANDB_RUN_ID"] == first
+
+
+def test_dry_run_reports_the_training_prefix_cache(cwd: Path) -> None:
+    key = "actor.model.dexbotic.prefix_cache"
+    result = run("train", *SPATIAL_PI0, "--dry-run", "--gpus-per-node", "8",
+                 f"{key}.device_gb=16", f"{key}.host_gb=24")
+    assert result.exit_code == 0, result.output
+    # 3,072 samples per actor rank × ≈10.3 MB of π0 prefix keys/values (bf16)
+    assert ("Training prefix cache per actor rank: ≈31.7 GB for all samples; ≈16.0 GB on the "
+            "GPU, ≈15.7 GB pinned on the host") in result.stdout
+    assert "100% of samples computed once; ≈1.00 prefix passes" in result.stdout
+    assert "Attention: eager (reference; sdpa: GPU lever, default off)" in result.stdout
+    off = run("train", *SPATIAL_PI0, "--dry-run", f"{key}.device_gb=0", f"{key}.host_gb=0")
+    assert "0% of samples computed once; ≈4.00 prefix passes" in off.stdout
+    bad = run("train", *SPATIAL_PI0, "--dry-run", f"{key}.device_gb=-1")
+    assert bad.exit_code == 2 and f"{key}.device_gb" in bad.stderr
+    assert "Traceback" not in bad.output

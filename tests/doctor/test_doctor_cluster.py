@@ -99,6 +99,11 @@ def test_env_process_count() -> None:
     assert env_processes(cfg(envs=64)) == 64
     assert env_processes(cfg(envs=64, val=10)) == 564
     assert env_processes(cfg(envs=64, only_eval=True)) == 500
+    reach = cfg(envs=32)
+    reach.env.train.dexrl_env = reach.env.eval.dexrl_env = "reach"  # runs in the env worker
+    assert env_processes(reach) == 0
+    reach.runner.val_check_interval = 10
+    assert env_processes(reach) == 0
 
 
 def test_ram() -> None:

@@ -104,6 +104,22 @@ def test_config_row() -> None:
     assert check_config("cfg", []).status == "ok"
 
 
+def test_a_config_that_renders_nothing_skips_the_render_and_libero_areas() -> None:
+    from dexrl.config import compose
+
+    by_name = {a.name: a for a in areas(None)}
+    reach = Context(Budget(60), cfg=compose("reach_ppo_dexbotic_pi0"),
+                    config_name="reach_ppo_dexbotic_pi0")
+    for name in ("render", "libero"):
+        rows = run_area(by_name[name], reach)
+        assert [r.id for r in rows] == list(by_name[name].ids)
+        assert {r.status for r in rows} == {"skip"}
+        assert "render nothing and need no LIBERO" in rows[0].finding
+    spatial = Context(Budget(60), cfg=compose("libero_spatial_ppo_dexbotic_pi0"), quick=True)
+    backend = next(iter(by_name["render"].run(spatial)))  # a LIBERO suite is probed as before
+    assert backend.id == "render.backend" and backend.status != "skip"
+
+
 def test_every_area_lists_unique_ids() -> None:
     ids = [i for a in areas(None) for i in a.ids]
     assert len(ids) == len(set(ids))

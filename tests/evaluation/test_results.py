@@ -2,11 +2,11 @@
 
 from __future__ import annotations
 
-import json
 from pathlib import Path
 
 import pytest
 
+from dexrl import durable
 from dexrl.errors import DexrlError
 from dexrl.evaluation import results as res
 from dexrl.evaluation.episode_loop import EpisodeResult
@@ -42,7 +42,7 @@ def test_summary_counts_rates_intervals_and_lengths() -> None:
 
 def test_results_schema(tmp_path: Path) -> None:
     data = make({(0, 0): True, (0, 1): False}, num_steps=4)
-    path = res.write_json_atomic(tmp_path / res.RESULTS_FILE, data)
+    path = durable.write_json(tmp_path / res.RESULTS_FILE, data)
     loaded = res.load_results(path)
     assert loaded["schema"] == "dexrl-eval-results" and loaded["schema_version"] == 1
     for key in ("created", "wall_time_s", "suite", "success_metric", "checkpoint", "config",
@@ -54,14 +54,6 @@ def test_results_schema(tmp_path: Path) -> None:
                                           "video"}
     assert loaded["seeds"]["seed"] == 0
     assert res.load_results(tmp_path) == loaded  # a folder means its results.json
-
-
-def test_atomic_write_replaces_whole_file_and_leaves_no_temp(tmp_path: Path) -> None:
-    path = tmp_path / "results.json"
-    path.write_text("old")
-    res.write_json_atomic(path, {"a": 1})
-    assert json.loads(path.read_text()) == {"a": 1}
-    assert [p.name for p in tmp_path.iterdir()] == ["results.json"]
 
 
 def test_progress_log_survives_a_torn_line(tmp_path: Path) -> None:

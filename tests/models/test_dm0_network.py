@@ -230,3 +230,35 @@ def test_bf16_keeps_the_mixed_precision_rule(tiny_dm0_dir: Path, network: Dm0Net
     full = network.sample_actions(obs, noise, num_steps=2)
     assert low.dtype == torch.float32 and torch.isfinite(low).all()
     assert (low - full).abs().max() < 0.1 * full.abs().max()
+
+
+def test_dm0_rms_norm_is_qwen3s_in_fp32_and_rounds_once_in_bf16() -> None:
+    """Bit-identical to HF's Qwen3RMSNorm in fp32; in bf16 with DM0's fp32 weight it returns bf16
+    (one rounding of the float32 product) where HF's returns float32."""
+    from transformers.models.qwen3.modeling_qwen3 import Qwen3RMSNorm
+
+    from dexrl.models.dm0.network import Dm0RMSNorm
+
+    generator = torch.Generator().manual_seed(0)
+    hf, ours = Qwen3RMSNorm(24, eps=1e-6), Dm0RMSNorm(24, eps=1e-6)
+    weight = torch.randn(24, generator=generator)
+    hf.weight.data.copy_(weight)
+    ours.weight.data.copy_(weight)
+    x = torch.randn(3, 5, 24, generator=generator)
+    assert torch.equal(ours(x), hf(x))
+    half = x.to(torch.bfloat16)
+    assert hf(half).dtype == torch.float32 and ours(half).dtype == torch.bfloat16
+    exact = (weight * (x.double() * torch.rsqrt(x.double().pow(2).mean(-1, keepdim=True) + 1e-6)))
+    ours_err = (ours(half).double() - exact).abs().mean()
+    hf_err = (hf(half).to(torch.bfloat16).double() - exact).abs().mean()
+    assert ours_err <= hf_err
+
+
+def test_dm0_towers_use_the_lean_norms(tmp_path: Path) -> None:
+    from dexrl.models.dm0.network import Dm0RMSNorm
+
+    network = load_dm0_network(write_tiny_dm0(tmp_path / "ckpt"), dtype=torch.bfloat16)
+    names = {type(m).__name__ for m in network.model.llm.modules()}
+    assert "Qwen3RMSNorm" not in names and "Dm0RMSNorm" in names
+    norm = network.model.action_expert.model.layers[0].self_attn.q_norm
+    assert isinstance(norm, Dm0RMSNorm) and norm.weight.dtype == torch.float32

@@ -131,3 +131,23 @@ def test_make_attn_mask_blocks_and_padding() -> None:
     )
     assert torch.equal(make_attn_mask(valid, ar)[0], expected)
     assert positions(valid).tolist() == [[0, 0, 1, 2, 3]]
+
+
+@pytest.mark.parametrize(("heads", "kv_heads"), [(8, 1), (16, 8), (4, 4)])
+def test_gqa_attention_equals_repeating_the_kv_heads(heads: int, kv_heads: int) -> None:
+    """The shared attention reads each key/value head once; the result is the eager GQA one
+    (repeat_interleave of the key/value heads), to float noise in fp32."""
+    from dexrl.models.flow.mot import MASK_VALUE, _attention
+
+    generator = torch.Generator().manual_seed(0)
+    batch, queries, keys, head_dim = 2, 7, 19, 16
+    q = torch.randn(batch, queries, heads, head_dim, generator=generator).transpose(1, 2)
+    k = torch.randn(batch, kv_heads, keys, head_dim, generator=generator)
+    v = torch.randn(batch, kv_heads, keys, head_dim, generator=generator)
+    blocked = torch.rand(batch, 1, queries, keys, generator=generator) < 0.3
+    mask = torch.where(blocked, MASK_VALUE, 0.0)
+    groups = heads // kv_heads
+    scores = q @ k.repeat_interleave(groups, 1).transpose(2, 3) * 0.25 + mask
+    expected = (scores.softmax(-1) @ v.repeat_interleave(groups, 1)).transpose(1, 2)
+    out = _attention(q, k, v, mask, 0.25)
+    torch.testing.assert_close(out, expected.reshape(batch, queries, -1), rtol=0, atol=1e-6)

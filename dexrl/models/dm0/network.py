@@ -14,6 +14,7 @@ from __future__ import annotations
 import torch
 from torch import nn
 from transformers import Qwen3Model
+from transformers.models.qwen3.modeling_qwen3 import Qwen3RMSNorm
 
 from dexrl.models.dm0.config import Dm0Config
 from dexrl.models.dm0.vision import PerceptionEncoder
@@ -22,12 +23,45 @@ from dexrl.models.flow.network import MoTFlowNetwork
 from dexrl.models.flow.projector import build_projector
 
 
+class Dm0RMSNorm(nn.Module):
+    """Qwen3's RMSNorm computed in float32 throughout, rounded once to the input's dtype.
+
+    Same parameter (``weight``) and the same float32 operations as HF's ``Qwen3RMSNorm``, so
+    float32 outputs are bit-identical. In bf16 with the float32 weights DM0 keeps, HF's rounds the
+    normalized value to bf16, multiplies by the float32 weight into a float32 result that the MoT
+    loop then rounds again: two rounding conversions and a float32 activation per norm, where this
+    makes one (docs/performance.md).
+    """
+
+    def __init__(self, hidden_size: int, eps: float = 1e-6) -> None:
+        super().__init__()
+        self.weight = nn.Parameter(torch.ones(hidden_size))
+        self.variance_epsilon = eps
+
+    def forward(self, hidden_states: torch.Tensor) -> torch.Tensor:
+        """Normalize over the last dim; the output has the input's dtype."""
+        x = hidden_states.to(torch.float32)
+        x = x * torch.rsqrt(x.pow(2).mean(-1, keepdim=True) + self.variance_epsilon)
+        return (self.weight * x).to(hidden_states.dtype)
+
+
+def lean_norms(tower: nn.Module) -> nn.Module:
+    """Replace every HF ``Qwen3RMSNorm`` of ``tower`` by a :class:`Dm0RMSNorm` (same weights)."""
+    for module in list(tower.modules()):
+        for name, child in module.named_children():
+            if isinstance(child, Qwen3RMSNorm):
+                norm = Dm0RMSNorm(child.weight.shape[0], child.variance_epsilon)
+                norm.to(device=child.weight.device, dtype=child.weight.dtype)
+                setattr(module, name, norm)
+    return tower
+
+
 class ActionExpert(nn.Module):
     """Holds the expert's Qwen3 decoder as ``model`` (Dexbotic's causal-LM nesting)."""
 
     def __init__(self, config) -> None:
         super().__init__()
-        self.model = Qwen3Model(config)
+        self.model = lean_norms(Qwen3Model(config))
         self.model.embed_tokens = None  # the expert only ever sees embeddings
 
 
@@ -49,7 +83,7 @@ class Dm0Model(nn.Module):
     def __init__(self, config: Dm0Config) -> None:
         super().__init__()
         width = config.expert.hidden_size
-        self.llm = Qwen3Model(config.llm)
+        self.llm = lean_norms(Qwen3Model(config.llm))
         self.action_expert = ActionExpert(config.expert)
         self.mm_vision_tower = PeVisionTower(config.vision)
         self.mm_projector = build_projector(

@@ -12,10 +12,14 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 
 import torch
+import torch.nn.functional as F
 from torch import nn
 
 # Additive mask value for blocked positions (exp() of it underflows to exactly 0 in fp32 and bf16).
 MASK_VALUE = -2.3819763e38
+# The shared attention's implementations: the eager reference, and torch's
+# scaled_dot_product_attention (fused kernels on CUDA; equal to float noise, not bit-identical).
+ATTENTION = ("eager", "sdpa")
 
 
 def make_attn_mask(valid: torch.Tensor, ar: torch.Tensor) -> torch.Tensor:
@@ -79,6 +83,7 @@ def run_towers(
     *,
     cache: PrefixCache | None = None,
     keep_cache: bool = False,
+    attention: str = "eager",
 ) -> tuple[list[torch.Tensor | None], PrefixCache | None]:
     """One pass over the towers' active segments (in tower order), optionally after a cache.
 
@@ -92,6 +97,7 @@ def run_towers(
         inputs: One segment per tower, None for towers that sit this pass out.
         cache: Keys/values of earlier tokens every query of this pass may attend to (per mask).
         keep_cache: Return this pass's keys/values as a cache (only without ``cache``).
+        attention: One of :data:`ATTENTION`.
 
     Returns:
         Per tower its final-normed output (or None), and the new cache when ``keep_cache``.
@@ -109,7 +115,8 @@ def run_towers(
     mask = additive_mask(make_attn_mask(valid, ar)[:, -length:], first.dtype)
     rope = rotary(first, positions(valid)[:, -length:])
     hidden = [None if s is None else s.embeds for s in inputs]
-    outputs, (keys, values) = mot_forward(towers, hidden, mask, rope, past=cache)
+    outputs, (keys, values) = mot_forward(towers, hidden, mask, rope, past=cache,
+                                          attention=attention)
     return outputs, (PrefixCache(keys, values, valid, ar) if keep_cache else None)
 
 
@@ -120,6 +127,7 @@ def mot_forward(
     rope: tuple[torch.Tensor, torch.Tensor],
     *,
     past: PrefixCache | None = None,
+    attention: str = "eager",
 ) -> tuple[list[torch.Tensor | None], tuple[list[torch.Tensor], list[torch.Tensor]]]:
     """Run all decoder layers of ``towers`` with one shared attention per layer.
 
@@ -131,6 +139,7 @@ def mot_forward(
         attn_mask: Additive [B, 1, Q, K] mask, Q = sum of L_i, K = cached length + Q.
         rope: cos, sin [B, Q, head_dim] for the concatenated active sequence.
         past: Keys/values of earlier tokens, placed before this pass's keys.
+        attention: ``eager`` (:func:`_attention`) or ``sdpa`` (:func:`_sdpa_attention`).
 
     Returns:
         Per tower its final-normed output (None where the input was None; in the final norm's
@@ -141,6 +150,7 @@ def mot_forward(
     lengths = [x.shape[1] for _, x in active]
     states = [x for _, x in active]
     cos, sin = rope
+    attend = _sdpa_attention if attention == "sdpa" else _attention
     own_keys: list[torch.Tensor] = []
     own_values: list[torch.Tensor] = []
     for index in range(len(active[0][0].layers)):
@@ -152,7 +162,7 @@ def mot_forward(
             k = torch.cat((past.keys[index].to(k.dtype), k), dim=2)
             v = torch.cat((past.values[index].to(v.dtype), v), dim=2)
         scaling = getattr(layers[0].self_attn, "scaling", q.shape[-1] ** -0.5)
-        chunks = torch.split(_attention(q, k, v, attn_mask, scaling), lengths, dim=1)
+        chunks = torch.split(attend(q, k, v, attn_mask, scaling), lengths, dim=1)
         states = [
             _finish_layer(layer, x, c) for layer, x, c in zip(layers, states, chunks, strict=True)
         ]
@@ -191,14 +201,31 @@ def _project_qkv(
 def _attention(
     q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, mask: torch.Tensor, scaling: float
 ) -> torch.Tensor:
-    """Eager attention with GQA: [B, H, Q, D] x [B, Hkv, K, D] -> [B, Q, H*D]; softmax in fp32."""
-    groups = q.shape[1] // k.shape[1]
-    k = k.repeat_interleave(groups, dim=1)
-    v = v.repeat_interleave(groups, dim=1)
-    scores = torch.matmul(q, k.transpose(2, 3)) * scaling + mask.to(q.dtype)
+    """Eager attention with GQA: [B, H, Q, D] x [B, Hkv, K, D] -> [B, Q, H*D]; softmax in fp32.
+
+    Query head h reads key/value head h // (H / Hkv). The heads sharing a key/value head are
+    stacked along the query axis, so each key/value head is multiplied once, never copied per
+    query head (the same dot products as repeating it).
+    """
+    batch, heads, length, head_dim = q.shape
+    kv_heads = k.shape[1]
+    q = q.reshape(batch, kv_heads, heads // kv_heads * length, head_dim)
+    scores = torch.matmul(q, k.transpose(2, 3)) * scaling
+    scores = scores.unflatten(2, (heads // kv_heads, length)) + mask[:, :, None].to(q.dtype)
     probs = torch.softmax(scores, dim=-1, dtype=torch.float32).to(q.dtype)
-    out = torch.matmul(probs, v).transpose(1, 2)
-    return out.reshape(out.shape[0], out.shape[1], -1)
+    out = torch.matmul(probs.flatten(2, 3), v).view(batch, heads, length, head_dim)
+    return out.transpose(1, 2).reshape(batch, length, heads * head_dim)
+
+
+def _sdpa_attention(
+    q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, mask: torch.Tensor, scaling: float
+) -> torch.Tensor:
+    """:func:`_attention` through ``scaled_dot_product_attention`` with ``enable_gqa`` (no copy
+    of the key/value heads; on CUDA a fused kernel accumulating the softmax in float32)."""
+    batch, heads, length, head_dim = q.shape
+    out = F.scaled_dot_product_attention(q, k, v, attn_mask=mask.to(q.dtype), scale=scaling,
+                                         enable_gqa=k.shape[1] != heads)
+    return out.transpose(1, 2).reshape(batch, length, heads * head_dim)
 
 
 def _finish_layer(layer: nn.Module, x: torch.Tensor, attended: torch.Tensor) -> torch.Tensor:

@@ -75,6 +75,8 @@ class MoTFlowNetwork(nn.Module):
     # Prefix conventions (π0: scaled text, bidirectional prefix; DM0: neither).
     scale_text_embeddings: bool
     causal_prefix: bool
+    # The shared attention's implementation (mot.ATTENTION); the RL adapter may set "sdpa".
+    attention: str = "eager"
 
     @property
     def towers(self) -> tuple[nn.Module, nn.Module]:
@@ -139,7 +141,8 @@ class MoTFlowNetwork(nn.Module):
         """Run the prefix through the LLM once; returns the per-layer K/V the suffix attends to."""
         segment = self.embed_prefix(obs, skip_masked_views=skip_masked_views)
         _, cache = run_towers(
-            self.towers, self.model.llm.rotary_emb, [segment, None], keep_cache=True
+            self.towers, self.model.llm.rotary_emb, [segment, None], keep_cache=True,
+            attention=self.attention,
         )
         return cache
 
@@ -149,7 +152,8 @@ class MoTFlowNetwork(nn.Module):
         """Velocity and action-token hidden states at x_t [B, chunk, 32], t [B] after the prefix."""
         segment = self.embed_suffix(state, x_t, t)
         (_, hidden), _ = run_towers(
-            self.towers, self.model.llm.rotary_emb, [None, segment], cache=cache
+            self.towers, self.model.llm.rotary_emb, [None, segment], cache=cache,
+            attention=self.attention,
         )
         return self._suffix_output(hidden, x_t.shape[1])
 
@@ -164,7 +168,8 @@ class MoTFlowNetwork(nn.Module):
         """One joint pass over prefix and suffix (no cache); same result as the cached path."""
         prefix = self.embed_prefix(obs, skip_masked_views=skip_masked_views)
         suffix = self.embed_suffix(obs.state, x_t, t)
-        (_, hidden), _ = run_towers(self.towers, self.model.llm.rotary_emb, [prefix, suffix])
+        (_, hidden), _ = run_towers(self.towers, self.model.llm.rotary_emb, [prefix, suffix],
+                                    attention=self.attention)
         return self._suffix_output(hidden, x_t.shape[1])
 
     @torch.no_grad()

@@ -1,0 +1,94 @@
+"""Dead-worker detection against a real Ray started without its dashboard (no state API).
+
+``ray start --include-dashboard=false`` is common on shared clusters; the checks must answer
+there in well under a second and never delay the progress the main thread delivers.
+"""
+
+from __future__ import annotations
+
+import os
+import threading
+import time
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+import ray
+
+from dexrl.bridge import supervise
+from dexrl.bridge.supervise import FailureSignal, Output, Progress, Supervisor
+from dexrl.errors import DexrlError
+
+
+@pytest.fixture(scope="module")
+def ray_without_dashboard() -> Iterator[None]:
+    ray.init(include_dashboard=False, num_cpus=2, logging_level="ERROR", log_to_driver=False)
+    yield
+    ray.shutdown()
+
+
+@ray.remote(max_restarts=0)
+class DexrlEnv:  # named as dexrl's env worker class, which the check looks for
+    def ping(self) -> int:
+        return os.getpid()
+
+    def crash(self) -> None:
+        os._exit(1)
+
+
+def _crash_one_and_kill_one() -> None:
+    crashed, killed = DexrlEnv.remote(), DexrlEnv.remote()
+    ray.get([crashed.ping.remote(), killed.ping.remote()])
+    crashed.crash.remote()
+    ray.kill(killed)  # killed on purpose: not a failure
+    deadline = time.monotonic() + 30
+    while not supervise.dead_actor_causes() and time.monotonic() < deadline:
+        time.sleep(0.2)
+
+
+def test_a_dead_worker_is_named_without_the_dashboard(ray_without_dashboard: None) -> None:
+    _crash_one_and_kill_one()
+    start = time.monotonic()
+    causes = supervise.dead_actor_causes()
+    assert time.monotonic() - start < 1.0
+    assert [name for name, _, _ in causes] == ["DexrlEnv"]
+    assert "ray.kill" not in causes[0][1]
+
+
+def test_the_supervisor_stops_a_run_whose_worker_died(ray_without_dashboard: None,
+                                                      tmp_path: Path) -> None:
+    _crash_one_and_kill_one()
+    release = threading.Event()
+    supervisor = Supervisor(start_step=0, total=2, stall_timeout_s=120, failure=FailureSignal(),
+                            on_progress=None, output=Output(tmp_path / "log", verbose=True),
+                            log_hint="the log", health_check_s=0.2)
+    start = time.monotonic()
+    with pytest.raises(DexrlError, match="RLinf worker DexrlEnv failed during step 1"):
+        supervisor.run(lambda: release.wait(60))  # RLinf waiting on the dead worker forever
+    release.set()
+    assert time.monotonic() - start < 20
+
+
+def test_a_slow_health_check_never_delays_progress(monkeypatch: pytest.MonkeyPatch,
+                                                   tmp_path: Path) -> None:
+    def slow_cluster() -> list:
+        time.sleep(3.0)  # a state query that hangs, as Ray's did without its dashboard
+        return []
+
+    monkeypatch.setattr(supervise, "dead_actor_causes", slow_cluster)
+    delivered: list[tuple[Progress, float]] = []
+    supervisor = Supervisor(start_step=0, total=8, stall_timeout_s=120, failure=FailureSignal(),
+                            on_progress=lambda p: delivered.append((p, time.monotonic())),
+                            output=Output(tmp_path / "log", verbose=True), log_hint="the log",
+                            health_check_s=0.1)
+    sent: list[float] = []
+
+    def loop() -> None:
+        for step in range(1, 9):
+            time.sleep(0.4)
+            sent.append(time.monotonic())
+            supervisor.step_done(step, 8, {})
+
+    supervisor.run(loop)
+    assert [p.step for p, _ in delivered] == list(range(1, 9))
+    assert max(at - t for (_, at), t in zip(delivered, sent, strict=True)) < 1.0
