@@ -18,6 +18,7 @@ from dexrl.checks.config import Facts, parse_placement
 from dexrl.checks.weights import read_weights
 from dexrl.errors import DexrlError
 from dexrl.models.layout import FROZEN_PREFIXES, weight_files
+from dexrl.units import size
 
 GB = 1e9
 ACTIVATION_GB_PER_SAMPLE = 5.0 / 32  # micro-batch 32 with a frozen prefix ≈ 5 GB
@@ -192,8 +193,8 @@ def render_prefix_cache(cache: PrefixCachePlan | None) -> list[str]:
     if cache is None:
         return []
     passes = cache.cached_fraction + (1 - cache.cached_fraction) * cache.update_epochs
-    return [f"Training prefix cache per actor rank: ≈{_size(cache.need_gb)} for all samples; "
-            f"≈{_size(cache.device_gb)} on the GPU, ≈{_size(cache.host_gb)} pinned on the host",
+    return [f"Training prefix cache per actor rank: ≈{_gb(cache.need_gb)} for all samples; "
+            f"≈{_gb(cache.device_gb)} on the GPU, ≈{_gb(cache.host_gb)} pinned on the host",
             f"  {cache.cached_fraction:.0%} of samples computed once; ≈{passes:.2f} prefix "
             f"passes per sample per global step (recomputing: {cache.update_epochs})"]
 
@@ -218,12 +219,12 @@ def render_plan(plan: Plan, gpus_per_node: int) -> list[str]:
         f"Attention: {plan.attention}" + (" (GPU lever, not yet measured on a GPU)"
                                           if plan.attention != "eager" else
                                           " (reference; sdpa: GPU lever, default off)"),
-        f"Checkpoints: ≈{_size(plan.checkpoint_gb)} each, {plan.saves} save(s) → "
-        f"≈{_size(plan.checkpoint_gb * plan.saves)} of disk",
+        f"Checkpoints: ≈{_gb(plan.checkpoint_gb)} each, {plan.saves} save(s) → "
+        f"≈{_gb(plan.checkpoint_gb * plan.saves)} of disk",
         "Memory estimate per GPU (analytic):",
     ]
     for key, gb in sorted(plan.memory_gb_per_gpu.items()):
-        lines.append(f"  {key // gpus_per_node}:{key % gpus_per_node}  ≈{_size(gb)}")
+        lines.append(f"  {key // gpus_per_node}:{key % gpus_per_node}  ≈{_gb(gb)}")
     return lines
 
 
@@ -235,9 +236,6 @@ def _count(n: float) -> str:
     return f"{n:.0f}"
 
 
-def _size(gb: float) -> str:
-    """A size given in GB, shown in GB, MB or kB (0 in GB)."""
-    for unit, scale in (("GB", 1.0), ("MB", 1e-3), ("kB", 1e-6)):
-        if gb >= scale:
-            return f"{gb / scale:.1f} {unit}"
-    return f"{gb:.1f} GB"
+def _gb(gb: float) -> str:
+    """A size given in GB, in the unit that reads best."""
+    return size(gb * GB)

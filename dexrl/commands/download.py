@@ -13,6 +13,7 @@ from dexrl import hub
 from dexrl.console import console, print_json
 from dexrl.downloads import Downloaded, download_checkpoint, known_repos
 from dexrl.errors import DexrlError
+from dexrl.units import size
 
 if TYPE_CHECKING:
     from rich.console import Console
@@ -57,7 +58,7 @@ def summary_table(done: Downloaded) -> Table:
         table.add_row("parameters", f"{_count(weights.parameters)} in {len(weights.tensors)} "
                       "tensors")
         table.add_row("dtype", _dtypes(weights.dtype_elements))
-    table.add_row("size on disk", _size(sum(m.files.values())))
+    table.add_row("size on disk", size(sum(m.files.values())))
     names = sorted(m.files)
     shown = ", ".join(names) if len(names) <= 8 else ", ".join(names[:8]) + ", ..."
     table.add_row("files", f"{len(names)}: {shown}")
@@ -109,13 +110,6 @@ def _count(n: int) -> str:
     if n >= 10**9:
         return f"{n / 1e9:.2f} B"
     return f"{n / 1e6:.1f} M" if n >= 10**6 else f"{n:,}"
-
-
-def _size(n: int) -> str:
-    for unit, scale in (("GB", 1e9), ("MB", 1e6), ("kB", 1e3)):
-        if n >= scale:
-            return f"{n / scale:.1f} {unit}"
-    return f"{n} B"
 
 
 _TORCH_NAMES = {"BF16": "bfloat16", "F16": "float16", "F32": "float32", "F64": "float64"}
