@@ -11,8 +11,8 @@ from __future__ import annotations
 from dataclasses import dataclass
 from pathlib import Path
 
-from dexrl import durable
 from dexrl.errors import DexrlError
+from dexrl.runs import durable
 
 TENSORBOARD = "tensorboard"
 CURVES = "curves.png"
@@ -136,7 +136,7 @@ def plot_runs(run_dirs: list[Path], out: Path | None = None) -> Path:
 def draw(runs: list[RunCurves], out: Path) -> Path:
     """Draw the panels of :data:`PANELS` and the time split into one PNG, runs overlaid.
 
-    The file is written durably (:mod:`dexrl.durable`), so a reader (or a crash) never sees half
+    The file is written durably (:mod:`dexrl.runs.durable`), so a reader (or a crash) never sees half
     a PNG.
     """
     import matplotlib

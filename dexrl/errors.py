@@ -1,6 +1,11 @@
-"""The one error type users see: what is wrong, where, and how to fix it."""
+"""What users see when something is wrong: :class:`DexrlError` (stops a command) and
+:class:`Finding` (one problem a check found).
+"""
 
 from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Literal
 
 
 class DexrlError(Exception):
@@ -38,3 +43,38 @@ class DexrlError(Exception):
         if self.hint:
             lines.append(f"hint: {self.hint}")
         return "\n".join(lines)
+
+
+Level = Literal["error", "warning"]
+
+
+@dataclass(frozen=True)
+class Finding:
+    """One problem found by a check.
+
+    Attributes:
+        level: ``error`` stops a launch; ``warning`` only informs (``--strict`` promotes it).
+        where: The config key, file or flag the problem is at.
+        message: What is wrong.
+        hint: How to fix it.
+    """
+
+    level: Level
+    where: str
+    message: str
+    hint: str
+
+    def render(self) -> str:
+        """One line for the terminal."""
+        return f"{self.where}: {self.message} (fix: {self.hint})"
+
+
+def errors(findings: list[Finding]) -> list[Finding]:
+    """The findings that stop a launch."""
+    return [f for f in findings if f.level == "error"]
+
+
+def one_line(exc: BaseException) -> str:
+    """``Type: message`` of an exception on one line."""
+    text = " ".join(str(exc).split())
+    return f"{type(exc).__name__}: {text}" if text else type(exc).__name__

@@ -10,7 +10,10 @@ from pathlib import Path
 
 import pytest
 
-from dexrl import durable, runs
+from dexrl.runs import durable
+from dexrl.runs.checkpoints import is_complete, mark_complete
+from dexrl.runs.layout import CONFIG_FILE, MANIFEST_FILE, WANDB_ID_FILE
+from dexrl.runs.record import use_wandb_run_id, write_run_files
 
 
 def names(folder: Path) -> list[str]:
@@ -35,8 +38,8 @@ def test_a_failed_write_keeps_the_old_file_and_leaves_no_temp(
     def fail(*_args: object) -> None:
         raise OSError(28, "No space left on device")
 
-    monkeypatch.setattr(*(("dexrl.durable.os.replace", fail) if step == "os.replace"
-                          else ("dexrl.durable.sync_file", fail)))
+    monkeypatch.setattr(*(("dexrl.runs.durable.os.replace", fail) if step == "os.replace"
+                          else ("dexrl.runs.durable.sync_file", fail)))
     with pytest.raises(OSError, match="No space"):
         durable.write_text(path, "new")
     assert path.read_text() == "old" and names(tmp_path) == ["config.yaml"]
@@ -85,8 +88,8 @@ def synced(monkeypatch: pytest.MonkeyPatch) -> Iterator[list[tuple[str, str]]]:
         real_replace(src, dst)
         events.append(("rename", str(dst)))
 
-    monkeypatch.setattr("dexrl.durable.os.fsync", fsync)
-    monkeypatch.setattr("dexrl.durable.os.replace", replace)
+    monkeypatch.setattr("dexrl.runs.durable.os.fsync", fsync)
+    monkeypatch.setattr("dexrl.runs.durable.os.replace", replace)
     yield events
 
 
@@ -97,7 +100,7 @@ def test_a_marker_is_renamed_only_after_its_checkpoint_is_on_disk(
     weights.parent.mkdir(parents=True)
     weights.write_bytes(b"weights")
     (step / "actor" / "optim.pt").write_bytes(b"optimizer")
-    marker = runs.mark_complete(step, 3)
+    marker = mark_complete(step, 3)
 
     renamed = synced.index(("rename", str(marker)))
     before = {path for kind, path in synced[:renamed] if kind == "fsync"}
@@ -105,7 +108,7 @@ def test_a_marker_is_renamed_only_after_its_checkpoint_is_on_disk(
             str(step / "actor"), str(step), str(step.parent)} <= before
     assert any(path.startswith(str(step / ".dexrl_complete.")) for path in before)  # the temp
     assert synced[renamed + 1:] == [("fsync", str(step))]  # the rename itself reaches the disk
-    assert runs.is_complete(step)
+    assert is_complete(step)
 
 
 def test_every_trusted_file_goes_through_the_durable_writer(
@@ -114,15 +117,15 @@ def test_every_trusted_file_goes_through_the_durable_writer(
     fsynced."""
     from omegaconf import OmegaConf
 
-    from dexrl import runstate
+    from dexrl.runs.state import STATE_FILE, begin
 
     monkeypatch.delenv("WANDB_RUN_ID", raising=False)  # use_wandb_run_id sets them
     monkeypatch.delenv("WANDB_RESUME", raising=False)
 
-    runs.write_run_files(tmp_path, OmegaConf.create({"a": 1}), ["dexrl", "train"])
-    runs.use_wandb_run_id(tmp_path)
-    runstate.begin(tmp_path, 0)
-    for name in (runs.CONFIG_FILE, runs.MANIFEST_FILE, runs.WANDB_ID_FILE, runstate.STATE_FILE):
+    write_run_files(tmp_path, OmegaConf.create({"a": 1}), ["dexrl", "train"])
+    use_wandb_run_id(tmp_path)
+    begin(tmp_path, 0)
+    for name in (CONFIG_FILE, MANIFEST_FILE, WANDB_ID_FILE, STATE_FILE):
         i = synced.index(("rename", str(tmp_path / name)))
         assert synced[i - 1][0] == "fsync" and synced[i - 1][1].startswith(str(tmp_path / "."))
         assert synced[i + 1] == ("fsync", str(tmp_path))

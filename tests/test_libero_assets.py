@@ -6,8 +6,8 @@ from pathlib import Path
 
 import pytest
 
-from dexrl import libero_assets
 from dexrl.errors import DexrlError
+from dexrl.hub import libero_assets
 
 
 def make_tree(root: Path) -> Path:

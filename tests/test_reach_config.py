@@ -5,9 +5,9 @@ from __future__ import annotations
 from omegaconf import OmegaConf
 
 from dexrl.catalog import smoke_overlay
-from dexrl.checks import errors
-from dexrl.checks.config import Facts, run_config_checks
-from dexrl.config import compose
+from dexrl.config.checks import Facts, run_config_checks
+from dexrl.config.compose import compose
+from dexrl.errors import errors
 
 REACH = "reach_ppo_dexbotic_pi0"
 

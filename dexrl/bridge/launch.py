@@ -16,7 +16,7 @@ Typical use (one launch per process: RLinf's ``Cluster`` is a process-wide singl
 Run folder (:mod:`dexrl.runs`; the caller writes ``config.yaml``): ``logs/driver.log``
 (everything the driver and its workers print, unless verbose), ``tensorboard/``, ``metrics.log``
 (RLinf's step tables) and ``checkpoints/global_step_N/`` with ``actor/`` and, once complete,
-:data:`dexrl.runs.MARKER`.
+:data:`dexrl.runs.layout.MARKER`.
 """
 
 from __future__ import annotations
@@ -35,16 +35,11 @@ from omegaconf import DictConfig, OmegaConf
 from dexrl.bridge.registry import EXT_MODULE
 from dexrl.bridge.supervise import FailureSignal, Output, Progress, Supervisor
 from dexrl.errors import DexrlError
-from dexrl.runs import (
-    LOG_FILE,
-    check_run_folder,
-    check_steps_left,
-    checkpoint_step,
-    checkpoints_dir,
-    is_complete,
-    planned_steps,
-)
-from dexrl.runstate import watch_private_ray
+from dexrl.runs.checkpoints import is_complete
+from dexrl.runs.layout import LOG_FILE, checkpoint_step, checkpoints_dir
+from dexrl.runs.resume_rules import check_steps_left, planned_steps
+from dexrl.runs.settings import check_run_folder
+from dexrl.runs.state import watch_private_ray
 
 __all__ = ["BANNER", "Progress", "prepare", "launch", "worker_env", "gl_backend", "wait_for_nodes"]
 
@@ -110,7 +105,7 @@ def worker_env(*, probe_gl: bool, ext_module: str = EXT_MODULE) -> dict[str, str
         probe_gl: Probe the OpenGL backend (:func:`gl_backend`) instead of assuming EGL.
         ext_module: RLinf extension module the workers load.
     """
-    from dexrl.libero_assets import libero_config_dir
+    from dexrl.hub.libero_assets import libero_config_dir
 
     gl = gl_backend(probe=probe_gl)
     defaults = (ext_module, gl, gl, str(libero_config_dir()), "false")
@@ -134,8 +129,8 @@ def prepare(cfg: DictConfig, *, smoke: bool, ext_module: str = EXT_MODULE) -> di
     Returns:
         The variables set.
     """
-    from dexrl.config import renders
-    from dexrl.libero_assets import use_libero_config_dir
+    from dexrl.config.compose import renders
+    from dexrl.hub.libero_assets import use_libero_config_dir
 
     use_libero_config_dir()  # before anything imports libero: that import writes its config
     env = worker_env(probe_gl=smoke and renders(cfg), ext_module=ext_module)
@@ -189,16 +184,6 @@ def _ray_address(ray_address: str | None) -> str | None:
     return address if address and address != "local" else None
 
 
-def _count_alive_nodes(address: str) -> Callable[[], int]:
-    import ray
-
-    def count() -> int:
-        return sum(1 for n in ray.nodes() if n["Alive"])
-
-    ray.init(address=address, logging_level="ERROR", log_to_driver=False)
-    return count
-
-
 def _check_nodes(cfg: DictConfig, address: str | None, node_wait_s: float) -> None:
     num_nodes = int(cfg.cluster.num_nodes)
     if address is None:
@@ -212,8 +197,10 @@ def _check_nodes(cfg: DictConfig, address: str | None, node_wait_s: float) -> No
         return
     import ray
 
+    from dexrl.bridge.nodes import attach
+
     try:
-        wait_for_nodes(num_nodes, node_wait_s, _count_alive_nodes(address))
+        wait_for_nodes(num_nodes, node_wait_s, attach(address))
     except ConnectionError as exc:
         raise DexrlError(f"cannot reach the Ray cluster at {address}: {exc}",
                          "check the address and that `ray start --head` runs there; Ray 2.60 "
@@ -329,7 +316,7 @@ def launch(
 
     Args:
         cfg: The composed config, its run-folder fields set by
-            :func:`dexrl.runs.set_run_folder` for ``run_dir`` and ``resume_from``.
+            :func:`dexrl.runs.settings.set_run_folder` for ``run_dir`` and ``resume_from``.
         run_dir: The run folder (created; RLinf's log path).
         resume_from: A complete ``.../global_step_N`` checkpoint to continue from (step N+1).
         ray_address: Attach to this Ray cluster (else ``$RAY_ADDRESS``); without either, a

@@ -35,7 +35,7 @@ def prepare_process(probe_gl: bool = True) -> str:
     """Point LIBERO at dexrl's config folder and pick the headless GL backend, before any
     LIBERO/robosuite import (the env subprocesses inherit both). Returns the GL backend."""
     from dexrl.bridge.launch import gl_backend
-    from dexrl.libero_assets import use_libero_config_dir
+    from dexrl.hub.libero_assets import use_libero_config_dir
 
     use_libero_config_dir()
     backend = gl_backend(probe=probe_gl)
@@ -47,7 +47,7 @@ def prepare_process(probe_gl: bool = True) -> str:
 def check_assets() -> None:
     """Raise a DexrlError unless LIBERO's scene assets are where LIBERO looks for them."""
     from dexrl.errors import DexrlError
-    from dexrl.libero_assets import is_asset_tree, libero_assets_dir
+    from dexrl.hub.libero_assets import is_asset_tree, libero_assets_dir
 
     folder = libero_assets_dir()
     if not is_asset_tree(folder):
@@ -58,7 +58,7 @@ def check_assets() -> None:
 
 def suite_info(suite: str) -> SuiteInfo:
     """Instructions and initial-state counts of ``suite``, without creating an env."""
-    from dexrl.libero_assets import check_loaded_config, use_libero_config_dir
+    from dexrl.hub.libero_assets import check_loaded_config, use_libero_config_dir
 
     use_libero_config_dir()
     from libero.libero import benchmark

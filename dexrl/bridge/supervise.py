@@ -27,13 +27,13 @@ from typing import Any, TextIO
 
 from dexrl.bridge.nodes import job_actors
 from dexrl.errors import DexrlError
-from dexrl.runs import mark_complete
+from dexrl.runs.checkpoints import mark_complete
 
 
 @dataclass(frozen=True)
 class Progress:
     """One event of a run, handed to ``launch(on_progress=...)`` in the main thread (the CLI
-    renders it with :class:`dexrl.progress.ProgressPrinter`).
+    renders it with :class:`dexrl.training.progress.ProgressPrinter`).
 
     Attributes:
         kind: ``"ready"`` (workers up), ``"step"`` (a global step finished) or ``"checkpoint"``

@@ -16,7 +16,6 @@ from __future__ import annotations
 
 import contextlib
 import copy
-import os
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any, Protocol
@@ -136,9 +135,9 @@ class RunListener(Protocol):
 
 def checkpoint_path(cfg: Any, step: int) -> Path:
     """Where RLinf 0.3.0 saves global step ``step`` (under ``<log_path>/<experiment_name>``)."""
-    logger = cfg.runner.logger
-    return Path(os.path.join(logger.log_path, logger.experiment_name,
-                             "checkpoints", f"global_step_{step}"))
+    from dexrl.runs.layout import rlinf_step_dir
+
+    return rlinf_step_dir(cfg.runner.logger.log_path, cfg.runner.logger.experiment_name, step)
 
 
 def run_metric_logger(cfg: Any) -> MetricLogger:

@@ -11,8 +11,8 @@ import typer
 from dexrl.errors import DexrlError
 
 if TYPE_CHECKING:
-    from dexrl.checks import Finding
     from dexrl.doctor.context import Context
+    from dexrl.errors import Finding
 
 EPILOG = """\
 Examples:
@@ -44,10 +44,11 @@ def build_context(suite: str | None, model: str | None, config_name: str | None,
         The context and the config findings (``None`` without a config).
     """
     from dexrl.catalog import get_suite
-    from dexrl.config import compose_and_check, suite_of
+    from dexrl.config.checked import compose_and_check
+    from dexrl.config.compose import suite_of
     from dexrl.doctor.context import DEFAULT_SUITE, Budget, Context
-    from dexrl.hub import resolve_ckpt
-    from dexrl.training import ckpt_overrides
+    from dexrl.hub.home import resolve_ckpt
+    from dexrl.training.session import ckpt_overrides
 
     ctx = Context(Budget(budget), suite=DEFAULT_SUITE, ray_address=ray_address or None,
                   quick=quick)
@@ -89,8 +90,8 @@ def doctor(
     # Imported here so that `dexrl --help` does not pay for the doctor's modules.
     from rich.console import Console
 
+    from dexrl.bridge.nodes import check_address
     from dexrl.console import console
-    from dexrl.doctor import cluster
     from dexrl.doctor.report import exit_code, print_table, relevant_env, to_json, to_markdown
     from dexrl.doctor.schedule import areas, run_doctor
 
@@ -99,7 +100,7 @@ def doctor(
     ctx, findings = build_context(suite, model, config_name, list(overrides or []), ckpt,
                                   ray_address, quick, budget)
     if ctx.ray_address:
-        cluster.check_address(ctx.ray_address, connect_timeout=min(60.0, budget / 2))
+        check_address(ctx.ray_address, connect_timeout=min(60.0, budget / 2))
     ctx.facts["env"] = relevant_env()  # before Ray adds variables of its own
     err = Console(stderr=True, highlight=False)
     if sys.stderr.isatty() and not (as_json or markdown):

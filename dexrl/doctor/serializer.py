@@ -18,7 +18,7 @@ from importlib import import_module
 from typing import Any
 
 from dexrl.doctor import CheckResult, fail, ok, one_line
-from dexrl.doctor.subproc import ProbeError, run_probe
+from dexrl.subproc import ProbeError, run_probe
 
 # Compiled modules built against numpy's C API that a run imports (pyarrow through Ray's
 # serializer, numba through robosuite, cv2 and mujoco through LIBERO).

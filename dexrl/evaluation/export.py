@@ -9,7 +9,7 @@ records where it came from and the training settings ``dexrl eval`` uses as its 
 ``README.md`` is a model card with the latest evaluation table, if there is one.
 
 The folder is built under a hidden name beside ``--out``, made durable and renamed at the end
-(:func:`dexrl.durable.staged_folder`): a failed or interrupted export leaves nothing at ``--out``.
+(:func:`dexrl.runs.durable.staged_folder`): a failed or interrupted export leaves nothing at ``--out``.
 """
 
 from __future__ import annotations
@@ -26,7 +26,6 @@ import torch
 from safetensors import safe_open
 from safetensors.torch import save_file
 
-from dexrl import durable
 from dexrl.errors import DexrlError
 from dexrl.evaluation.results import RESULTS_FILE, load_results
 from dexrl.evaluation.sources import (
@@ -36,11 +35,13 @@ from dexrl.evaluation.sources import (
     read_training_weights,
     unused_key_patterns,
 )
+from dexrl.hub.manifest import MANIFEST_NAME
+from dexrl.runs import durable
 
 WEIGHTS_FILE = "model.safetensors"
 VALUE_HEAD_FILE = "value_head.safetensors"
 CARD_FILE = "README.md"
-_NOT_COPIED = {"dexrl-checkpoint.json", EXPORT_MANIFEST, CARD_FILE,
+_NOT_COPIED = {MANIFEST_NAME, EXPORT_MANIFEST, CARD_FILE,
                "model.safetensors.index.json"}
 
 
@@ -278,11 +279,12 @@ def push_to_hub(folder: Path, repo_id: str, *, private: bool = False, api: Any =
     Returns:
         The repository URL.
     """
-    from dexrl import hub
+    from dexrl.hub.client import hub_endpoint, hub_errors
+    from dexrl.hub.home import check_repo_id
 
-    hub.check_repo_id(repo_id)
-    endpoint = hub.hub_endpoint()
-    with hub.hub_errors(repo_id, "main", endpoint, stage="upload to", dest=Path(folder)):
+    check_repo_id(repo_id)
+    endpoint = hub_endpoint()
+    with hub_errors(repo_id, "main", endpoint, stage="upload to", dest=Path(folder)):
         if api is None:
             from huggingface_hub import HfApi
 

@@ -1,4 +1,4 @@
-"""``results.json`` (versioned schema, written durably at the end: :mod:`dexrl.durable`), the
+"""``results.json`` (versioned schema, written durably at the end: :mod:`dexrl.runs.durable`), the
 per-episode progress file a killed run leaves behind, the output folder's guard, and paired
 comparisons.
 

@@ -16,7 +16,6 @@ from typing import Any
 
 from omegaconf import DictConfig
 
-from dexrl import durable
 from dexrl.evaluation import results as res
 from dexrl.evaluation.episode_loop import EpisodeResult, LoopSettings, Timings, run_episodes
 from dexrl.evaluation.episodes import parse_tasks, plan_episodes
@@ -24,6 +23,7 @@ from dexrl.evaluation.reference import references_for
 from dexrl.evaluation.settings import EvalSettings, env_config, resolve_settings
 from dexrl.evaluation.sources import CheckpointSource, load_eval_policy, resolve_checkpoint
 from dexrl.evaluation.videos import VideoRecorder, write_gallery
+from dexrl.runs import durable
 from dexrl.vec_env import Episode
 
 
@@ -110,7 +110,7 @@ def run(prepared: Prepared, *, command: list[str],
         on_episode: Callable[[EpisodeResult], None] | None = None) -> dict[str, Any]:
     """Run the prepared evaluation and write its results; returns the results.json content."""
     from dexrl.bridge.libero_env import LiberoVecEnv
-    from dexrl.runs import git_state
+    from dexrl.runs.record import git_state
     from dexrl.versions import installed_versions
 
     s = prepared.settings

@@ -158,7 +158,7 @@ def env_config(settings: EvalSettings, source: CheckpointSource) -> DictConfig:
     Raises:
         DexrlError: an override of an unknown key, of a key a flag controls, or unparsable.
     """
-    from dexrl.config import conf_dir
+    from dexrl.config.compose import conf_dir
 
     cfg = OmegaConf.load(conf_dir() / "env" / f"{settings.suite}.yaml")
     trained = source.training

@@ -5,8 +5,8 @@ Accepted forms:
 - a Dexbotic checkpoint directory (``config.json`` + safetensors + tokenizer + norm stats), as
   downloaded by ``dexrl download`` or written by ``dexrl export``;
 - a dexrl run directory (its latest complete ``checkpoints/global_step_N``, the same rule as
-  ``dexrl resume``: :func:`dexrl.runs.pick_checkpoint`), from any working directory and after the
-  folder was moved (:func:`dexrl.runs.open_run`);
+  ``dexrl resume``: :func:`dexrl.runs.checkpoints.pick_checkpoint`), from any working directory and after the
+  folder was moved (:func:`dexrl.runs.opened.open_run`);
 - an RLinf ``checkpoints/global_step_N`` directory (refused when it is a dexrl run's and
   incomplete);
 - its ``actor/model_state_dict/full_weights.pt``.
@@ -20,7 +20,6 @@ from __future__ import annotations
 
 import dataclasses
 import fnmatch
-import re
 from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -30,14 +29,19 @@ from omegaconf import OmegaConf
 
 from dexrl.errors import DexrlError
 from dexrl.models import checkpoint_model_type
+from dexrl.runs.layout import (
+    CONFIG_FILE,
+    WEIGHTS_IN_STEP,
+    checkpoint_step,
+    run_of_step,
+    step_of_weights,
+)
 
 if TYPE_CHECKING:
     from dexrl.catalog import Policy
 
-WEIGHTS_IN_STEP = Path("actor") / "model_state_dict" / "full_weights.pt"
 EXPORT_MANIFEST = "dexrl-export.json"
 VALUE_HEAD_PREFIX = "value_head."  # the critic dexrl's RLinf adapters add beside `model.*`
-_STEP = re.compile(r"^global_step_(\d+)$")
 
 
 @dataclass(frozen=True)
@@ -114,13 +118,14 @@ def resolve_checkpoint(path: str | Path, base: str | Path | None = None) -> Chec
                          "RLinf run folder, a global_step_N folder or its full_weights.pt",
                          where=str(path))
     if path.is_file():
-        return _rlinf_source(path, path, _step_of_weights(path), base)
+        return _rlinf_source(path, path, step_of_weights(path), base)
     if (path / "config.json").is_file():
         return _dexbotic_source(path)
     if (path / WEIGHTS_IN_STEP).is_file():
         return _rlinf_source(path, path / WEIGHTS_IN_STEP, path, base)
-    if (path / "config.yaml").is_file():
-        from dexrl.runs import open_run, pick_checkpoint, skipped
+    if (path / CONFIG_FILE).is_file():
+        from dexrl.runs.checkpoints import pick_checkpoint, skipped
+        from dexrl.runs.opened import open_run
 
         run = open_run(path)
         chosen = pick_checkpoint(run.dir, purpose="use")
@@ -162,13 +167,14 @@ def _rlinf_source(given: Path, weights: Path, step_dir: Path | None,
         raise DexrlError("not a checkpoint file (expected RLinf's full_weights.pt)",
                          "pass a Dexbotic checkpoint folder or an RLinf global_step_N folder",
                          where=str(weights))
-    run_dir = step_dir.parent.parent if step_dir is not None else None
+    run_dir = run_of_step(step_dir) if step_dir is not None else None
     cfg = None
-    if run_dir is not None and (run_dir / "config.yaml").is_file():
-        from dexrl.runs import is_complete, open_run, pick_checkpoint
+    if run_dir is not None and (run_dir / CONFIG_FILE).is_file():
+        from dexrl.runs.checkpoints import is_complete, pick_checkpoint
+        from dexrl.runs.opened import open_run
 
         if not is_complete(step_dir):
-            pick_checkpoint(run_dir, _step_number(step_dir))  # raises: incomplete
+            pick_checkpoint(run_dir, checkpoint_step(step_dir))  # raises: incomplete
         cfg = open_run(run_dir).config
     if base is not None:
         model_dir, base_from = Path(base).expanduser().resolve(), "--base"
@@ -195,24 +201,10 @@ def _rlinf_source(given: Path, weights: Path, step_dir: Path | None,
         provenance["download"] = download
     return CheckpointSource(
         "rlinf", given, model_dir, model_type, weights=weights, run_dir=run_dir,
-        step=_step_number(step_dir), base_from=base_from,
+        step=checkpoint_step(step_dir) if step_dir is not None else None, base_from=base_from,
         training=_training_from_config(cfg, run_dir) if cfg is not None else None,
         provenance=provenance,
     )
-
-
-def _step_of_weights(weights: Path) -> Path | None:
-    """``.../global_step_N`` for ``.../global_step_N/actor/model_state_dict/<file>``."""
-    step_dir = weights.parents[2] if len(weights.parents) > 2 else None
-    if step_dir is not None and weights.parent.parent.name == "actor" and _STEP.match(
-            step_dir.name):
-        return step_dir
-    return None
-
-
-def _step_number(step_dir: Path | None) -> int | None:
-    match = _STEP.match(step_dir.name) if step_dir is not None else None
-    return int(match.group(1)) if match else None
 
 
 def _base_from_config(cfg: Any, run_dir: Path) -> Path:
@@ -236,7 +228,7 @@ def _base_from_config(cfg: Any, run_dir: Path) -> Path:
 
 def _fetch_hint(run_dir: Path) -> str:
     """How to get the base checkpoint back: its repo id when the run's manifest knows it."""
-    from dexrl.runs import read_manifest
+    from dexrl.runs.record import read_manifest
 
     provenance = read_manifest(run_dir).get("checkpoint") or {}
     repo = provenance.get("repo_id") if isinstance(provenance, dict) else None
@@ -262,7 +254,7 @@ def _training_from_config(cfg: Any, run_dir: Path) -> TrainingInfo:
 
 
 def _download_manifest(model_dir: Path) -> dict[str, Any] | None:
-    from dexrl.hub import read_download_manifest
+    from dexrl.hub.manifest import read_download_manifest
 
     manifest = read_download_manifest(model_dir)
     return dataclasses.asdict(manifest) if manifest is not None else None

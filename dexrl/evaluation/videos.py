@@ -9,8 +9,8 @@ from typing import Any
 
 import numpy as np
 
-from dexrl import durable
 from dexrl.errors import DexrlError
+from dexrl.runs import durable
 from dexrl.vec_env import Episode
 
 VIDEO_MODES = ("none", "failures", "all")

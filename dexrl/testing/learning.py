@@ -103,7 +103,7 @@ def learning_config(config_name: str, model_path: str, envs: int, lr: float,
     loss, noise method and denoising steps stay the shipped ones."""
     from omegaconf import OmegaConf
 
-    from dexrl.config import compose
+    from dexrl.config.compose import compose
 
     cfg = compose(config_name, [
         f"actor.model.model_path={model_path}", "actor.model.precision=fp32",

@@ -13,8 +13,6 @@ from pathlib import Path
 
 import torch
 
-WEIGHTS = Path("actor") / "model_state_dict" / "full_weights.pt"
-
 
 def training_state(base_dir: Path, seed: int, scale: float = 0.05) -> dict[str, torch.Tensor]:
     """The state dict dexrl's adapter would save after training from ``base_dir``."""
@@ -46,18 +44,22 @@ def write_tiny_rlinf_run(run_dir: str | Path, base_dir: str | Path, *, step: int
         model_type: Model type of ``base_dir`` (picks the shipped config).
         overrides: Extra config overrides (e.g. ``actor.model.num_action_chunks=4``).
     """
-    from dexrl import runs
-    from dexrl.config import compose
+    from dexrl.config.compose import compose
+    from dexrl.runs.checkpoints import mark_complete
+    from dexrl.runs.layout import WEIGHTS_IN_STEP
+    from dexrl.runs.layout import step_dir as step_dir_of
+    from dexrl.runs.record import resolved, write_run_files
+    from dexrl.runs.settings import set_run_folder
 
     run_dir = Path(run_dir).absolute()
     cfg = compose(f"{suite}_ppo_{model_type}",
                   ["+smoke=cpu", f"actor.model.model_path={Path(base_dir).resolve()}",
                    *overrides])
-    runs.set_run_folder(cfg, run_dir)
-    runs.write_run_files(run_dir, runs.resolved(cfg), ["dexrl", "train"],
+    set_run_folder(cfg, run_dir)
+    write_run_files(run_dir, resolved(cfg), ["dexrl", "train"],
                          {"smoke": True, "suite": suite})
-    step_dir = runs.checkpoints_dir(run_dir) / f"global_step_{step}"
-    (step_dir / WEIGHTS).parent.mkdir(parents=True, exist_ok=True)
-    torch.save(training_state(Path(base_dir), seed), step_dir / WEIGHTS)
-    runs.mark_complete(step_dir, step)
+    step_dir = step_dir_of(run_dir, step)
+    (step_dir / WEIGHTS_IN_STEP).parent.mkdir(parents=True, exist_ok=True)
+    torch.save(training_state(Path(base_dir), seed), step_dir / WEIGHTS_IN_STEP)
+    mark_complete(step_dir, step)
     return run_dir

@@ -6,7 +6,7 @@ import json
 import subprocess
 from pathlib import Path
 
-from dexrl import runstate
+from dexrl.runs.state import STATE_FILE, Tracker
 
 
 def write_killed_run(run_dir: Path, step: int,
@@ -14,6 +14,6 @@ def write_killed_run(run_dir: Path, step: int,
     """``run-state.json`` saying ``running`` at ``step``, its driver pid gone (and ``ray``)."""
     dead = subprocess.Popen(["true"])
     dead.wait()
-    data = {**runstate.Tracker(run_dir, step).data, "pid": dead.pid, "pid_start": 1,
+    data = {**Tracker(run_dir, step).data, "pid": dead.pid, "pid_start": 1,
             "ray_processes": ray or []}
-    (Path(run_dir) / runstate.STATE_FILE).write_text(json.dumps(data))
+    (Path(run_dir) / STATE_FILE).write_text(json.dumps(data))

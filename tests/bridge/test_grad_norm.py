@@ -10,8 +10,6 @@ import pytest
 import torch
 import torch.multiprocessing as mp
 
-pytest.importorskip("rlinf")
-
 
 def _free_port() -> int:
     with socket.socket() as s:

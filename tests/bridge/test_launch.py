@@ -23,16 +23,11 @@ from dexrl.bridge.supervise import (
     pending_calls,
 )
 from dexrl.errors import DexrlError
-from dexrl.runs import (
-    MARKER,
-    check_run_folder,
-    checkpoints_dir,
-    latest_checkpoint,
-    load_run_config,
-    mark_complete,
-    planned_steps,
-    set_run_folder,
-)
+from dexrl.runs.checkpoints import latest_checkpoint, mark_complete
+from dexrl.runs.layout import MARKER, checkpoints_dir
+from dexrl.runs.opened import load_run_config
+from dexrl.runs.resume_rules import planned_steps
+from dexrl.runs.settings import check_run_folder, set_run_folder
 
 
 def _cfg(**runner: object) -> OmegaConf:
@@ -65,7 +60,6 @@ def test_a_private_ray_instance_cannot_hold_several_nodes() -> None:
 
 def test_attaching_waits_for_real_ray_nodes_then_gives_up(tmp_path: Path) -> None:
     """A one-node Ray cluster started here (our own process) cannot satisfy num_nodes=2."""
-    pytest.importorskip("ray")
     # Token authentication (Ray's default for new clusters) would need the token exported here.
     env = {**os.environ, "RAY_AUTH_MODE": "disabled"}
     head = subprocess.Popen(
@@ -121,7 +115,7 @@ def test_latest_checkpoint_skips_incomplete_ones(tmp_path: Path) -> None:
 def test_resume_point_must_be_complete_and_before_the_end(tmp_path: Path) -> None:
     from omegaconf import OmegaConf
 
-    from dexrl.runs import check_steps_left
+    from dexrl.runs.resume_rules import check_steps_left
 
     assert launch._start_step(None) == 0
     assert launch._start_step(_checkpoint(tmp_path, 2, complete=True)) == 2
@@ -170,7 +164,7 @@ def test_a_missing_mujoco_is_named_not_reported_as_a_gl_failure(
 
 
 def test_only_configs_that_render_probe_opengl(monkeypatch: pytest.MonkeyPatch) -> None:
-    from dexrl.config import compose, renders
+    from dexrl.config.compose import compose, renders
 
     assert not renders(compose("reach_ppo_dexbotic_pi0"))
     assert renders(compose("libero_spatial_ppo_dexbotic_pi0"))
@@ -188,7 +182,6 @@ def test_only_configs_that_render_probe_opengl(monkeypatch: pytest.MonkeyPatch) 
 
 
 def test_prepare_rejects_a_model_type_nobody_registers(monkeypatch: pytest.MonkeyPatch) -> None:
-    pytest.importorskip("rlinf")
     for var in launch.WORKER_ENV_KEYS:
         monkeypatch.delenv(var, raising=False)  # prepare sets them; monkeypatch restores them
     monkeypatch.setenv("MUJOCO_GL", "egl")

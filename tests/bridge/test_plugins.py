@@ -23,7 +23,7 @@ from dexrl import plugins
 from dexrl.bridge.roundtrip import RoundTrip
 from dexrl.catalog import get_policy, policies
 from dexrl.cli import app
-from dexrl.config import compose_and_check
+from dexrl.config.checked import compose_and_check
 from dexrl.doctor import schedule as doctor_runner
 from dexrl.doctor.extension import check_roundtrip
 from dexrl.errors import DexrlError
@@ -222,7 +222,7 @@ def test_cli_smoke_trains_a_plugin_policy_one_step_from_its_checkpoint(install: 
                                                     tmp_path: Path) -> None:
     from test_smoke import DEXRL, run_process
 
-    from dexrl.runs import is_complete, latest_checkpoint
+    from dexrl.runs.checkpoints import is_complete, latest_checkpoint
 
     root = install("dexrl_plug_e2e", name="plug_e2e", with_checkpoint=True)
     run_dir = tmp_path / "run"

@@ -7,13 +7,11 @@ from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
+import ray
 
 from dexrl.bridge import registry
 from dexrl.bridge.roundtrip import check_registration, first_failure
 from dexrl.errors import DexrlError
-
-pytest.importorskip("rlinf")
-ray = pytest.importorskip("ray")
 
 
 def test_register_makes_dexrl_types_resolve_with_dexrl_builders() -> None:

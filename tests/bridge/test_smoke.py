@@ -19,11 +19,12 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 
+import psutil
 import pytest
 from omegaconf import OmegaConf
 
 from dexrl.bridge.launch import BANNER
-from dexrl.runs import is_complete, latest_checkpoint
+from dexrl.runs.checkpoints import is_complete, latest_checkpoint
 
 HERE = Path(__file__).resolve().parent
 SCRIPT = HERE / "smoke_run.py"
@@ -31,9 +32,6 @@ SCRIPT = HERE / "smoke_run.py"
 # tree; measured ~7 GiB. The machine has 24 GiB, shared with other work.
 PEAK_PSS_LIMIT = 10 * 2**30
 
-psutil = pytest.importorskip("psutil")
-pytest.importorskip("rlinf")
-pytest.importorskip("libero.libero")
 
 
 @dataclass

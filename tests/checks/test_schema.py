@@ -5,8 +5,9 @@ from __future__ import annotations
 import pytest
 from omegaconf import OmegaConf, open_dict
 
-from dexrl.checks.config import Facts, run_config_checks
-from dexrl.checks.schema import (
+from dexrl.config.checks import Facts, run_config_checks
+from dexrl.config.compose import compose, list_configs
+from dexrl.config.schema import (
     ADV_TYPES,
     ATTENTION,
     LOSS_TYPES,
@@ -18,7 +19,7 @@ from dexrl.checks.schema import (
     check_values,
     spec_for,
 )
-from dexrl.config import compose, flatten, list_configs
+from dexrl.dotted import flatten
 
 VARIANTS = ([], ["+smoke=cpu"])  # the smoke overlay also selects weight_syncer=bucket_syncer
 

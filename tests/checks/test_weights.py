@@ -9,8 +9,8 @@ import pytest
 import torch
 from safetensors.torch import save_file
 
-from dexrl.checks.checkpoint_dir import verify_checkpoint
-from dexrl.checks.weights import HeaderError, read_header
+from dexrl.hub.verify import verify_checkpoint
+from dexrl.hub.weights import HeaderError, read_header
 from dexrl.testing.files import write_norm_stats
 from dexrl.testing.tiny_pi0 import write_tiny_pi0
 

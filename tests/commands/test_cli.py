@@ -10,7 +10,7 @@ from typer.testing import CliRunner
 
 from dexrl import __version__
 from dexrl.cli import VERBS, app, load_verb
-from dexrl.config import list_configs
+from dexrl.config.compose import list_configs
 
 runner = CliRunner()
 

@@ -16,7 +16,7 @@ import pytest
 from typer.testing import CliRunner
 
 from dexrl.cli import app
-from dexrl.libero_assets import is_asset_tree, libero_assets_dir
+from dexrl.hub.libero_assets import is_asset_tree, libero_assets_dir
 
 runner = CliRunner()
 SMALL = ["--suite", "libero_spatial", "--tasks", "0", "--episodes-per-task", "2", "--num-envs",
@@ -80,9 +80,9 @@ def test_missing_base_checkpoint(tiny_run: Path, tmp_path: Path) -> None:
 
 def test_missing_libero_assets(tiny_run: Path, tmp_path: Path,
                                monkeypatch: pytest.MonkeyPatch) -> None:
-    import dexrl.libero_assets
+    import dexrl.hub.libero_assets
 
-    monkeypatch.setattr(dexrl.libero_assets, "libero_assets_dir", lambda: tmp_path / "assets")
+    monkeypatch.setattr(dexrl.hub.libero_assets, "libero_assets_dir", lambda: tmp_path / "assets")
     result = run("--ckpt", tiny_run, "--out", tmp_path / "out", *SMALL)
     assert result.exit_code == 2 and "LIBERO scene assets are not installed" in result.output
     assert not (tmp_path / "out").exists()

@@ -13,7 +13,7 @@ import pytest
 from typer.testing import CliRunner
 
 from dexrl.cli import app
-from dexrl.config import list_configs
+from dexrl.config.compose import list_configs
 
 runner = CliRunner()
 DEXRL = str(Path(sys.executable).with_name("dexrl"))
@@ -26,7 +26,7 @@ def piped(*args: str, home: Path) -> subprocess.CompletedProcess:
 
 
 def test_download_list_through_a_pipe_is_not_truncated(tmp_path: Path) -> None:
-    from dexrl.hub import KNOWN_REPOS
+    from dexrl.hub.repos import KNOWN_REPOS
 
     done = piped("download", "--list", home=tmp_path)
     assert done.returncode == 0, done.stderr

@@ -17,7 +17,7 @@ from typer.testing import CliRunner
 
 from dexrl.cli import app
 from dexrl.curves import PANELS, TIME_SPLIT, read_run
-from dexrl.progress import ProgressPrinter
+from dexrl.training.progress import ProgressPrinter
 
 FIXTURE = Path(__file__).parent.parent / "fixtures" / "smoke_run"
 PNG_MAGIC = b"\x89PNG\r\n\x1a\n"

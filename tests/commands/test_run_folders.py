@@ -14,8 +14,10 @@ import pytest
 from omegaconf import OmegaConf
 from typer.testing import CliRunner
 
-from dexrl import runs
 from dexrl.cli import app
+from dexrl.runs.layout import CONFIG_FILE, MANIFEST_FILE
+from dexrl.runs.opened import open_run
+from dexrl.runs.record import read_manifest
 
 runner = CliRunner()
 
@@ -53,12 +55,12 @@ def moved(run_dir: Path, tmp_path: Path) -> Path:
 
 
 def test_config_stores_absolute_paths_and_the_run_folder(smoke_like_run: Path) -> None:
-    cfg = OmegaConf.load(smoke_like_run / runs.CONFIG_FILE)
+    cfg = OmegaConf.load(smoke_like_run / CONFIG_FILE)
     assert cfg.actor.model.model_path == str(smoke_like_run / "smoke-checkpoint")
     assert cfg.runner.logger.log_path == str(smoke_like_run)
     assert cfg.runner.logger.experiment_name == "" and cfg.runner.resume_dir is None
     assert cfg.env.eval.video_cfg.video_base_dir == str(smoke_like_run / "video" / "eval")
-    assert runs.read_manifest(smoke_like_run)["run_dir"] == str(smoke_like_run)
+    assert read_manifest(smoke_like_run)["run_dir"] == str(smoke_like_run)
 
 
 def test_a_moved_run_exports_and_resolves_from_another_directory(
@@ -66,7 +68,7 @@ def test_a_moved_run_exports_and_resolves_from_another_directory(
     from dexrl.evaluation.sources import resolve_checkpoint
 
     target = moved(smoke_like_run, tmp_path)
-    opened = runs.open_run(target)
+    opened = open_run(target)
     assert opened.moved_from == smoke_like_run
     assert opened.config.actor.model.model_path == str(target / "smoke-checkpoint")
     assert opened.config.env.train.video_cfg.video_base_dir == str(target / "video" / "train")
@@ -111,13 +113,13 @@ def main_style_run(tiny_pi0_dir: Path, root: Path) -> Path:
 
     run_dir = root / "runs" / "old"
     write_tiny_rlinf_run(run_dir, Path(shutil.copytree(tiny_pi0_dir, run_dir / "smoke-checkpoint")))
-    cfg = OmegaConf.load(run_dir / runs.CONFIG_FILE)
+    cfg = OmegaConf.load(run_dir / CONFIG_FILE)
     cfg.actor.model.model_path = cfg.rollout.model.model_path = "runs/old/smoke-checkpoint"
-    OmegaConf.save(cfg, run_dir / runs.CONFIG_FILE)
-    manifest = runs.read_manifest(run_dir)
+    OmegaConf.save(cfg, run_dir / CONFIG_FILE)
+    manifest = read_manifest(run_dir)
     del manifest["run_dir"]
     manifest["cwd"] = str(root)
-    (run_dir / runs.MANIFEST_FILE).write_text(json.dumps(manifest))
+    (run_dir / MANIFEST_FILE).write_text(json.dumps(manifest))
     return run_dir
 
 
@@ -130,9 +132,9 @@ def test_old_run_folders_with_relative_paths_still_resolve(tiny_pi0_dir: Path, t
     target = tmp_path / "moved"
     shutil.move(old, target)
     assert resolve_checkpoint(target).model_dir == target / "smoke-checkpoint"
-    manifest = runs.read_manifest(target)
+    manifest = read_manifest(target)
     del manifest["cwd"]  # nothing left to anchor the relative path: fail with the fix
-    (target / runs.MANIFEST_FILE).write_text(json.dumps(manifest))
+    (target / MANIFEST_FILE).write_text(json.dumps(manifest))
     result = run("export", target, "--out", "x")
     assert result.exit_code == 2
     assert "does not exist on this machine" in result.stderr and "--base" in result.stderr
@@ -191,7 +193,7 @@ def test_train_dry_run_shows_the_run_folder_settings(elsewhere: Path) -> None:
 )
 def test_resume_of_something_that_is_not_a_run(smoke_like_run: Path, tmp_path: Path,
                                                where: str, message: str) -> None:
-    path = {"missing": tmp_path / "nope", "file": smoke_like_run / runs.CONFIG_FILE,
+    path = {"missing": tmp_path / "nope", "file": smoke_like_run / CONFIG_FILE,
             "step": smoke_like_run / "checkpoints" / "global_step_1", "foreign": tmp_path}[where]
     result = run("resume", path)
     assert result.exit_code == 2, result.output

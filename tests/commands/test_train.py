@@ -12,8 +12,11 @@ import pytest
 from omegaconf import OmegaConf
 from typer.testing import CliRunner
 
-from dexrl import runs
 from dexrl.cli import app
+from dexrl.runs.checkpoints import mark_complete
+from dexrl.runs.layout import MANIFEST_FILE, checkpoints_dir
+from dexrl.runs.record import resolved, use_wandb_run_id, write_run_files
+from dexrl.runs.resume_rules import config_diff, unsafe_changes
 
 runner = CliRunner()
 SPATIAL_PI0 = ["--suite", "libero_spatial", "--model", "pi0"]
@@ -60,8 +63,8 @@ def test_a_smoke_dry_run_sizes_the_tiny_model_it_would_train(cwd: Path, model: s
 def test_plan_sizes_agree_with_what_the_adapter_trains(tiny_pi0_dir: Path) -> None:
     from dexrl.bridge.pi0_policy import Pi0RLPolicy
     from dexrl.bridge.rl_steps import RLSettings
-    from dexrl.launch_plan import checkpoint_sizes
     from dexrl.models import load_policy
+    from dexrl.training.plan import checkpoint_sizes
 
     policy = Pi0RLPolicy(load_policy(tiny_pi0_dir), RLSettings(num_steps=4, num_action_chunks=5,
                                                            train_expert_only=True))
@@ -83,7 +86,7 @@ def test_a_folder_whose_driver_was_killed_says_so(cwd: Path) -> None:
 
     folder = cwd / "killed"
     (folder / "checkpoints" / "global_step_1").mkdir(parents=True)
-    runs.mark_complete(folder / "checkpoints" / "global_step_1", 1)
+    mark_complete(folder / "checkpoints" / "global_step_1", 1)
     (folder / "config.yaml").write_text("{}")
     write_killed_run(folder, 1)
     result = run("train", *SPATIAL_PI0, "--smoke", "--run-dir", str(folder))
@@ -149,16 +152,16 @@ def test_a_run_dir_holding_another_run_is_not_overwritten(cwd: Path) -> None:
 
 def fake_run(root: Path, steps: dict[int, bool]) -> Path:
     """A run folder as `train` leaves it: config, manifest and checkpoints (complete or not)."""
-    from dexrl.config import compose
+    from dexrl.config.compose import compose
 
-    cfg = runs.resolved(compose("libero_spatial_ppo_dexbotic_pi0", ["+smoke=cpu"]))
+    cfg = resolved(compose("libero_spatial_ppo_dexbotic_pi0", ["+smoke=cpu"]))
     root.mkdir()
-    runs.write_run_files(root, cfg, ["dexrl", "train"], {"smoke": True})
+    write_run_files(root, cfg, ["dexrl", "train"], {"smoke": True})
     for step, complete in steps.items():
-        path = runs.checkpoints_dir(root) / f"global_step_{step}" / "actor"
+        path = checkpoints_dir(root) / f"global_step_{step}" / "actor"
         path.mkdir(parents=True)
         if complete:
-            runs.mark_complete(path.parent, step)
+            mark_complete(path.parent, step)
     return root
 
 
@@ -200,20 +203,20 @@ def test_resume_needs_a_run_folder(cwd: Path) -> None:
 
 
 def test_safe_resume_changes_are_accepted() -> None:
-    from dexrl.config import compose
+    from dexrl.config.compose import compose
 
-    old = runs.resolved(compose("libero_spatial_ppo_dexbotic_pi0"))
+    old = resolved(compose("libero_spatial_ppo_dexbotic_pi0"))
     new = OmegaConf.merge(old, {"runner": {"max_steps": 900, "save_interval": 10,
                                            "logger": {"logger_backends": ["wandb"]}}})
-    diff = runs.config_diff(old, new)
+    diff = config_diff(old, new)
     assert {k for k, _, _ in diff} == {"runner.max_steps", "runner.save_interval",
                                        "runner.logger.logger_backends"}
-    assert runs.unsafe_changes(diff) == []
+    assert unsafe_changes(diff) == []
 
 
 def test_manifest_records_versions_and_command(cwd: Path) -> None:
     run_dir = fake_run(cwd / "run", {})
-    manifest = json.loads((run_dir / runs.MANIFEST_FILE).read_text())
+    manifest = json.loads((run_dir / MANIFEST_FILE).read_text())
     assert manifest["command"] == ["dexrl", "train"] and manifest["smoke"] is True
     for dist in ("dexrl", "rlinf", "torch", "transformers", "mujoco"):
         assert manifest["versions"][dist], dist
@@ -222,8 +225,8 @@ def test_manifest_records_versions_and_command(cwd: Path) -> None:
 
 def test_wandb_run_id_is_kept_for_resume(cwd: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.delenv("WANDB_RUN_ID", raising=False)
-    first = runs.use_wandb_run_id(cwd)
-    assert runs.use_wandb_run_id(cwd) == first
+    first = use_wandb_run_id(cwd)
+    assert use_wandb_run_id(cwd) == first
     import os
 
     assert os.environ["WANDB_RUN_ID"] == first

@@ -8,7 +8,7 @@ import pytest
 from typer.testing import CliRunner
 
 from dexrl.cli import app
-from dexrl.config import shipped_matrix
+from dexrl.config.compose import shipped_matrix
 
 runner = CliRunner()
 BASE = ["validate", "--suite", "libero_spatial", "--model", "pi0"]
@@ -207,7 +207,7 @@ def test_full_dm0_fine_tuning_in_fp32_is_accepted() -> None:
 
 
 def test_norm_modes_match_the_models() -> None:
-    from dexrl.checks.schema import NORM_MODES
+    from dexrl.config.schema import NORM_MODES
     from dexrl.models.transforms import NORM_MODES as MODEL_NORM_MODES
 
     assert NORM_MODES == MODEL_NORM_MODES

@@ -7,13 +7,12 @@ import socket
 import pytest
 from omegaconf import OmegaConf
 
+from dexrl.bridge.nodes import OtherRay, check_address
 from dexrl.doctor.cluster import (
     ENV_PROCESS_BYTES,
     GB,
     NodeFacts,
-    OtherRay,
     RayFacts,
-    check_address,
     check_node_ranks,
     check_nodes,
     check_other_ray,

@@ -96,7 +96,7 @@ def test_real_probe_on_this_machine_fails_clearly_without_a_gpu() -> None:
 def test_a_hung_cuda_probe_is_a_fail_row(monkeypatch: pytest.MonkeyPatch) -> None:
     from dexrl.doctor import cuda
     from dexrl.doctor.context import Budget, Context
-    from dexrl.doctor.subproc import ProbeError
+    from dexrl.subproc import ProbeError
 
     def hang(_timeout: float) -> CudaFacts:
         raise ProbeError("no answer within 90 s (killed)")

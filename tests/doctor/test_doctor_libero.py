@@ -15,7 +15,7 @@ from dexrl.doctor.libero import (
     check_import,
     read_config,
 )
-from dexrl.doctor.subproc import ProbeError, run_probe
+from dexrl.subproc import ProbeError, run_probe
 
 
 @pytest.fixture

@@ -13,9 +13,9 @@ from pathlib import Path
 
 import pytest
 
+from dexrl.bridge.nodes import check_address
 from dexrl.doctor.cluster import (
     RayFacts,
-    check_address,
     check_nodes,
     check_shm,
     probe_nodes,

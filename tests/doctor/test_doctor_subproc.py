@@ -7,7 +7,7 @@ from pathlib import Path
 
 import pytest
 
-from dexrl.doctor.subproc import ProbeError, run_probe
+from dexrl.subproc import ProbeError, run_probe
 
 TARGETS = '''
 import os, time

@@ -47,7 +47,7 @@ def test_dm0_defaults(dm0_run: Path) -> None:
 
 def test_fixture_keys_equal_what_the_rlinf_dm0_adapter_saves(dm0_run: Path) -> None:
     from dexrl.bridge.dm0_policy import build
-    from dexrl.config import compose
+    from dexrl.config.compose import compose
     from dexrl.evaluation.sources import read_training_weights
 
     source = resolve_checkpoint(dm0_run)

@@ -12,13 +12,13 @@ import torch
 from safetensors import safe_open
 from safetensors.torch import load_file
 
-from dexrl.durable import write_json
 from dexrl.errors import DexrlError
 from dexrl.evaluation.episode_loop import EpisodeResult
 from dexrl.evaluation.export import export_checkpoint, push_to_hub
 from dexrl.evaluation.results import build_results
 from dexrl.evaluation.sources import WEIGHTS_IN_STEP, load_eval_policy, resolve_checkpoint
 from dexrl.models import load_policy
+from dexrl.runs.durable import write_json
 
 
 @pytest.fixture(scope="module")

@@ -6,10 +6,10 @@ from pathlib import Path
 
 import pytest
 
-from dexrl import durable
 from dexrl.errors import DexrlError
 from dexrl.evaluation import results as res
 from dexrl.evaluation.episode_loop import EpisodeResult
+from dexrl.runs import durable
 
 LANGUAGES = {0: "open the drawer", 3: "pick up the bowl"}
 

@@ -10,7 +10,6 @@ import pytest
 import torch
 from omegaconf import OmegaConf
 
-from dexrl import runs
 from dexrl.errors import DexrlError
 from dexrl.evaluation.sources import (
     WEIGHTS_IN_STEP,
@@ -18,6 +17,7 @@ from dexrl.evaluation.sources import (
     read_training_weights,
     resolve_checkpoint,
 )
+from dexrl.runs.checkpoints import mark_complete, pick_checkpoint
 
 
 def forms(run: Path) -> list[Path]:
@@ -48,9 +48,9 @@ def test_run_dir_picks_the_latest_complete_step_as_resume_does(tiny_run: Path,
         (step_dir / WEIGHTS_IN_STEP).parent.mkdir(parents=True)
         shutil.copy(run / "checkpoints/global_step_2" / WEIGHTS_IN_STEP, step_dir / WEIGHTS_IN_STEP)
         if complete:
-            runs.mark_complete(step_dir, step)
+            mark_complete(step_dir, step)
     source = resolve_checkpoint(run)
-    assert source.step == 10 == runs.pick_checkpoint(run).step
+    assert source.step == 10 == pick_checkpoint(run).step
     assert any("global_step_12 is incomplete" in n for n in source.notes)
     with pytest.raises(DexrlError, match="checkpoint at step 12 is incomplete") as err:
         resolve_checkpoint(run / "checkpoints" / "global_step_12")
@@ -169,7 +169,7 @@ def test_fixture_keys_equal_what_the_rlinf_adapter_saves(tiny_run: Path,
                                                          tiny_pi0_dir: Path) -> None:
     """RLinf saves the adapter's own state dict; its names must be what eval/export read."""
     from dexrl.bridge.pi0_policy import build
-    from dexrl.config import compose
+    from dexrl.config.compose import compose
 
     cfg = compose("libero_spatial_ppo_dexbotic_pi0",
                   ["+smoke=cpu", f"actor.model.model_path={tiny_pi0_dir}"])

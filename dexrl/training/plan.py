@@ -13,10 +13,9 @@ from pathlib import Path
 from omegaconf import DictConfig, OmegaConf
 
 from dexrl.catalog import policy_for
-from dexrl.checks import errors
-from dexrl.checks.config import Facts, parse_placement
-from dexrl.checks.weights import read_weights
-from dexrl.errors import DexrlError
+from dexrl.config.checks import Facts, parse_placement
+from dexrl.errors import DexrlError, errors
+from dexrl.hub.weights import read_weights
 from dexrl.models.layout import FROZEN_PREFIXES, weight_files
 from dexrl.units import size
 

@@ -10,9 +10,20 @@ from dataclasses import dataclass, field
 from datetime import datetime, timezone
 from pathlib import Path
 
-from dexrl import hub
-from dexrl.checks.checkpoint_dir import Verification, verify_checkpoint
 from dexrl.errors import DexrlError
+from dexrl.hub.client import (
+    ensure_writable,
+    fetch,
+    file_problems,
+    hub_offline,
+    remove_stale_files,
+    resolve,
+    use_available_downloader,
+)
+from dexrl.hub.home import check_repo_id, checkpoint_dir
+from dexrl.hub.manifest import Manifest, read_download_manifest, remove_manifest, write_manifest
+from dexrl.hub.repos import KNOWN_REPOS
+from dexrl.hub.verify import Verification, verify_checkpoint
 
 _NOT_DEXBOTIC_HINT = (
     "this repository is not a Dexbotic π0/DM0 checkpoint; check the id "
@@ -33,7 +44,7 @@ class Downloaded:
     """
 
     path: Path
-    manifest: hub.Manifest
+    manifest: Manifest
     verification: Verification
     offline: bool = False
     notes: list[str] = field(default_factory=list)
@@ -51,42 +62,42 @@ def download_checkpoint(repo_id: str, *, revision: str | None = None,
         DexrlError: the hub refused or failed, the folder cannot be used, or the files are not a
             usable Dexbotic checkpoint (they stay on disk, unverified).
     """
-    hub.check_repo_id(repo_id)
-    dest = (Path(local_dir).expanduser() if local_dir else hub.checkpoint_dir(repo_id)).absolute()
-    known = hub.KNOWN_REPOS.get(repo_id)
+    check_repo_id(repo_id)
+    dest = (Path(local_dir).expanduser() if local_dir else checkpoint_dir(repo_id)).absolute()
+    known = KNOWN_REPOS.get(repo_id)
     expected_type = known.model_type if known else None
-    if hub.hub_offline():
+    if hub_offline():
         if force:
             raise DexrlError("--force needs the hub but offline mode (HF_HUB_OFFLINE) is on",
                              "unset HF_HUB_OFFLINE, or drop --force to re-check the local copy")
         return _offline_copy(repo_id, revision, dest, expected_type)
-    notes = [n for n in (hub.use_available_downloader(),) if n]
-    snapshot = hub.resolve(repo_id, revision)
+    notes = [n for n in (use_available_downloader(),) if n]
+    snapshot = resolve(repo_id, revision)
     _check_destination(dest, repo_id, force)
-    hub.ensure_writable(dest)
-    hub.remove_manifest(dest)
-    names = hub.fetch(snapshot, dest, include=include or (), exclude=exclude or (), force=force)
-    stale = hub.remove_stale_files(dest, snapshot)
+    ensure_writable(dest)
+    remove_manifest(dest)
+    names = fetch(snapshot, dest, include=include or (), exclude=exclude or (), force=force)
+    stale = remove_stale_files(dest, snapshot)
     if stale:
         notes.append(f"removed {len(stale)} file(s) of an earlier revision: {', '.join(stale)}")
-    problems = hub.file_problems(dest, {n: snapshot.files[n] for n in names})
+    problems = file_problems(dest, {n: snapshot.files[n] for n in names})
     verification = verify_checkpoint(dest, expected_type)
     _raise_unless_usable(repo_id, dest, verification, problems)
-    manifest = hub.Manifest(
+    manifest = Manifest(
         repo_id=repo_id, repo_type="model", revision=snapshot.revision, commit=snapshot.commit,
         endpoint=snapshot.endpoint,
         downloaded_at=datetime.now(timezone.utc).isoformat(timespec="seconds"),
         model_type=verification.model_type, verified=True, checks=verification.checks,
         files={n: (dest / n).stat().st_size for n in names},
     )
-    hub.write_manifest(dest, manifest)
+    write_manifest(dest, manifest)
     return Downloaded(dest, manifest, verification, notes=notes)
 
 
 def _offline_copy(repo_id: str, revision: str | None, dest: Path,
                   expected_type: str | None) -> Downloaded:
     """Re-verify an earlier download of ``repo_id`` at ``dest`` without the hub."""
-    manifest = hub.read_download_manifest(dest)
+    manifest = read_download_manifest(dest)
     if manifest is None or manifest.repo_id != repo_id:
         raise DexrlError(f"offline mode (HF_HUB_OFFLINE) is on and {dest} holds no verified "
                          f"download of {repo_id}",
@@ -100,7 +111,7 @@ def _offline_copy(repo_id: str, revision: str | None, dest: Path,
     changed = manifest.changed_files(dest)
     verification = verify_checkpoint(dest, expected_type)
     if changed or not verification.ok:
-        hub.remove_manifest(dest)
+        remove_manifest(dest)
     _raise_unless_usable(repo_id, dest, verification, changed,
                          hint=f"unset HF_HUB_OFFLINE and run `dexrl download {repo_id}` to "
                          "repair it")
@@ -112,7 +123,7 @@ def _check_destination(dest: Path, repo_id: str, force: bool) -> None:
     if force or not dest.is_dir() or not any(dest.iterdir()):
         return
     try:
-        manifest = hub.read_download_manifest(dest)
+        manifest = read_download_manifest(dest)
     except DexrlError:
         manifest = None
     if manifest is not None and manifest.repo_id != repo_id:
@@ -145,10 +156,10 @@ def _raise_unless_usable(repo_id: str, dest: Path, verification: Verification,
 def known_repos() -> list[dict[str, object]]:
     """The repositories dexrl has configs for, with their local state."""
     records = []
-    for repo in hub.KNOWN_REPOS.values():
-        path = hub.checkpoint_dir(repo.repo_id)
+    for repo in KNOWN_REPOS.values():
+        path = checkpoint_dir(repo.repo_id)
         try:
-            manifest = hub.read_download_manifest(path)
+            manifest = read_download_manifest(path)
         except DexrlError:
             manifest = None
         verified = bool(manifest and manifest.verified)

@@ -14,8 +14,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from dexrl.checks import Finding
-from dexrl.errors import DexrlError
+from dexrl.errors import DexrlError, Finding
 
 # Bytes per element of every safetensors dtype.
 _DTYPE_BYTES = {"BOOL": 1, "U8": 1, "I8": 1, "F8_E4M3": 1, "F8_E5M2": 1, "I16": 2, "U16": 2,

@@ -1,6 +1,6 @@
 """Checks on a composed training config, mirroring what RLinf asserts at launch (and more).
 
-Each key's own type, range and choices are the value schema's (:mod:`dexrl.checks.schema`); the
+Each key's own type, range and choices are the value schema's (:mod:`dexrl.config.schema`); the
 checks here relate keys to each other and to the machine. Every function takes the config (and
 facts it needs) and returns findings; none imports rlinf, Ray or torch, so ``dexrl validate``
 stays fast and runs anywhere.
@@ -18,9 +18,9 @@ from omegaconf import DictConfig, OmegaConf
 from omegaconf.errors import OmegaConfBaseException
 
 from dexrl.catalog import SUITES, load_reference, policies, policy_for
-from dexrl.checks import Finding
-from dexrl.checks.checkpoint_dir import check_checkpoint_dir
-from dexrl.checks.schema import check_values
+from dexrl.config.schema import check_values
+from dexrl.errors import Finding
+from dexrl.hub.verify import check_checkpoint_dir
 
 # Actions DM0 executes per chunk according to RLinf's Dexbotic docs and its model/dexbotic_dm0.yaml
 # (the model's trajectory length); RLinf's DM0 PPO configs, and dexrl's, set 5.

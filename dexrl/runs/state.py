@@ -27,7 +27,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from dexrl import durable
+from dexrl.runs import durable
 
 STATE_FILE = "run-state.json"
 PROC = Path("/proc")
@@ -180,7 +180,7 @@ def previous_run(run_dir: Path) -> Previous | None:
 def story(run_dir: Path) -> list[str]:
     """What happened to the folder's last run when it did not close its record, or what is wrong
     with the record and what dexrl assumes then (else [])."""
-    from dexrl.runs import checkpoints
+    from dexrl.runs.checkpoints import list_checkpoints
 
     problem = load(run_dir)[1]
     if problem is not None:
@@ -193,7 +193,7 @@ def story(run_dir: Path) -> list[str]:
     prev = previous_run(run_dir)
     if prev is None or not prev.killed:
         return []
-    complete = [c for c in checkpoints(run_dir) if c.complete]
+    complete = [c for c in list_checkpoints(run_dir) if c.complete]
     last = (f"the last complete checkpoint is {complete[-1].path.name}" if complete
             else "it left no complete checkpoint")
     return [f"the last run of this folder was interrupted during step {prev.step + 1} (process "
@@ -248,7 +248,7 @@ def watch_private_ray(run_dir: Path) -> None:
     data = read(run_dir)
     data["ray_processes"] = procs
     _write(run_dir, data)
-    args = [sys.executable, "-m", "dexrl.runstate", str(me), str(start_time(me))]
+    args = [sys.executable, "-m", "dexrl.runs.state", str(me), str(start_time(me))]
     args += [f"{pid}:{started}" for pid, started in procs]
     subprocess.Popen(args, stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL,
                      stderr=subprocess.DEVNULL, start_new_session=True, close_fds=True)
@@ -275,6 +275,6 @@ def _reaper(driver: int, driver_start: int, procs: list[tuple[int, int | None]],
     kill_tree(list(known.items()))
 
 
-if __name__ == "__main__":  # the reaper: python -m dexrl.runstate DRIVER START PID:START ...
+if __name__ == "__main__":  # the reaper: python -m dexrl.runs.state DRIVER START PID:START ...
     pairs = [item.split(":") for item in sys.argv[3:]]
     _reaper(int(sys.argv[1]), int(sys.argv[2]), [(int(p), int(s)) for p, s in pairs])

@@ -1,85 +1,25 @@
-"""Where dexrl keeps what it downloads, and every Hugging Face hub call behind ``dexrl download``.
+"""Every Hugging Face hub call behind ``dexrl download``, and its errors in dexrl's words.
 
-Downloads go through ``huggingface_hub.snapshot_download`` (its retries, resume and progress bars)
-into ``$DEXRL_HOME/checkpoints/<owner>/<name>``; ``DEXRL_HOME`` defaults to ``~/.cache/dexrl``, the
-same rule the model configs use for their default ``model_path``. The hub's own settings apply:
-``HF_TOKEN`` or ``huggingface-cli login``, ``HF_ENDPOINT``, ``HF_HUB_OFFLINE`` and
-``HF_HUB_ENABLE_HF_TRANSFER``. A checkpoint folder counts as verified only while it holds the
-manifest (:data:`MANIFEST_NAME`), which is written after verification passed and removed before
-anything in the folder changes.
-
-``huggingface_hub`` is imported inside the functions that use it: it reads its environment
-variables at import time, and the CLI must start fast.
+``huggingface_hub`` is imported inside the functions: it reads its environment at import time, and
+the CLI must start fast. Design notes: docs/design/hub.md.
 """
 
 from __future__ import annotations
 
 import errno
 import importlib.util
-import json
 import os
 import tempfile
 from collections.abc import Iterator, Sequence
 from contextlib import contextmanager
-from dataclasses import asdict, dataclass
+from dataclasses import dataclass
 from pathlib import Path
 
-from dexrl import durable
-from dexrl.catalog import POLICIES, did_you_mean
+from dexrl.catalog import did_you_mean
 from dexrl.errors import DexrlError
+from dexrl.hub.repos import KNOWN_REPOS
 
-MANIFEST_NAME = "dexrl-checkpoint.json"
-_MANIFEST_FORMAT = 1
 _TRUE = {"1", "ON", "YES", "TRUE"}  # how huggingface_hub spells a set flag
-
-
-@dataclass(frozen=True)
-class KnownRepo:
-    """A hub repository dexrl has a config for."""
-
-    repo_id: str
-    policy: str
-    description: str
-
-    @property
-    def model_type(self) -> str:
-        """The checkpoint's ``model_type``: that of its built-in policy in the catalog."""
-        return POLICIES[self.policy].model_type
-
-
-KNOWN_REPOS: dict[str, KnownRepo] = {
-    r.repo_id: r
-    for r in (
-        KnownRepo("Dexmal/libero-db-pi0", "pi0",
-                  "Dexbotic π0 trained on LIBERO; the start point of RLinf's π0 PPO recipes"),
-        KnownRepo("Dexmal/DM0-libero", "dm0",
-                  "Dexbotic DM0 trained on LIBERO; the start point of RLinf's DM0 PPO recipes"),
-    )
-}
-
-
-def dexrl_home() -> Path:
-    """dexrl's data folder: ``$DEXRL_HOME``, else ``~/.cache/dexrl`` (the model configs' rule)."""
-    value = os.environ.get("DEXRL_HOME")
-    return Path(value) if value else Path.home() / ".cache" / "dexrl"
-
-
-def check_repo_id(repo_id: str) -> str:
-    """Return ``repo_id`` if the hub would accept it, else raise a DexrlError."""
-    from huggingface_hub.utils import HFValidationError, validate_repo_id
-
-    try:
-        validate_repo_id(repo_id)
-    except HFValidationError:
-        raise DexrlError(f"'{repo_id}' is not a Hugging Face repo id",
-                         "give it as owner/name, e.g. Dexmal/libero-db-pi0 (`dexrl download "
-                         "--list` shows the known ones)", where="REPO_ID") from None
-    return repo_id
-
-
-def checkpoint_dir(repo_id: str) -> Path:
-    """Default folder of a downloaded checkpoint: ``<dexrl_home>/checkpoints/<owner>/<name>``."""
-    return dexrl_home() / "checkpoints" / Path(*check_repo_id(repo_id).split("/"))
 
 
 def hub_endpoint() -> str:
@@ -299,104 +239,3 @@ def _first_line(exc: BaseException) -> str:
     text = raw.strip().splitlines()
     line = text[0] if text else type(exc).__name__
     return line if len(line) <= 160 else line[:157] + "..."
-
-
-@dataclass(frozen=True)
-class Manifest:
-    """Where a verified checkpoint folder came from (``dexrl-checkpoint.json``).
-
-    Attributes:
-        repo_id: Hub repository.
-        repo_type: ``model`` or ``dataset``.
-        revision: The revision asked for.
-        commit: The commit sha downloaded.
-        endpoint: The hub or mirror it came from.
-        downloaded_at: UTC time of the download, ISO 8601.
-        model_type: ``config.json`` model_type (None for non-checkpoint downloads).
-        verified: Whether verification passed (the writer only writes True).
-        checks: What verification covered.
-        files: Path in the folder -> size in bytes.
-    """
-
-    repo_id: str
-    repo_type: str
-    revision: str
-    commit: str
-    endpoint: str
-    downloaded_at: str
-    model_type: str | None
-    verified: bool
-    checks: list[str]
-    files: dict[str, int]
-
-    def changed_files(self, directory: Path) -> list[str]:
-        """Files that are gone or have another size than when they were verified."""
-        return file_problems(Path(directory), dict(self.files))
-
-    def describe(self) -> str:
-        """One line of provenance, e.g. for ``train`` and ``doctor``."""
-        state = "verified" if self.verified else "not verified"
-        return (f"{self.repo_id}@{self.revision} (commit {self.commit[:12]}), "
-                f"downloaded {self.downloaded_at} from {self.endpoint}, {state}")
-
-
-def write_manifest(directory: Path, manifest: Manifest, name: str = MANIFEST_NAME) -> Path:
-    """Vouch for ``directory``: make its files durable, then write ``manifest`` durably.
-
-    After a power loss the manifest never survives the files it vouches for (:mod:`dexrl.durable`).
-    """
-    path = Path(directory) / name
-    try:
-        durable.sync_tree(directory)
-        durable.write_json(path, {"format": _MANIFEST_FORMAT, **asdict(manifest)})
-    except OSError as exc:
-        raise _os_error(exc, path) from None
-    return path
-
-
-def read_download_manifest(directory: Path, name: str = MANIFEST_NAME) -> Manifest | None:
-    """The manifest of ``directory``, or None when it has none.
-
-    Raises:
-        DexrlError: the file exists but is not a manifest this version can read.
-    """
-    path = Path(directory) / name
-    if not path.is_file():
-        return None
-    try:
-        data = json.loads(path.read_text())
-        data.pop("format")
-        return Manifest(**data)
-    except (OSError, ValueError, TypeError, KeyError, AttributeError):
-        raise DexrlError("unreadable download manifest",
-                         "run `dexrl download` for this checkpoint again to rewrite it",
-                         where=str(path)) from None
-
-
-def remove_manifest(directory: Path, name: str = MANIFEST_NAME) -> None:
-    """Mark ``directory`` unverified (before its files change, or when they no longer match)."""
-    try:
-        (Path(directory) / name).unlink()
-        durable.sync_dir(Path(directory))  # gone for good before the files change
-    except FileNotFoundError:
-        return
-    except OSError as exc:
-        raise _os_error(exc, Path(directory)) from None
-
-
-def resolve_ckpt(ckpt: str) -> Path:
-    """A checkpoint path, or a hub repo id with a verified ``dexrl download``."""
-    path = Path(ckpt).expanduser()
-    if path.exists():
-        return path.resolve()
-    if ckpt.count("/") == 1 and not ckpt.startswith((".", "/", "~")):
-        local = checkpoint_dir(ckpt)
-        manifest = read_download_manifest(local) if local.is_dir() else None
-        if manifest is not None and manifest.verified:
-            return local
-        raise DexrlError(f"checkpoint '{ckpt}' has no verified download in {local}",
-                         f"run `dexrl download {ckpt}` first, or pass a local path",
-                         where="--ckpt")
-    raise DexrlError(f"checkpoint path does not exist: {ckpt}",
-                     "pass a checkpoint directory or a repo id fetched by `dexrl download`",
-                     where="--ckpt")

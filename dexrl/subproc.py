@@ -2,7 +2,7 @@
 
 Probes that import heavy or fragile native code (torch's CUDA init, an OpenGL context, LIBERO)
 run here so that a hang is killed and a crash is an error message, not a dead doctor. The child
-runs ``python -m dexrl.doctor.subproc module:function '<json kwargs>'`` and prints one JSON line.
+runs ``python -m dexrl.subproc module:function '<json kwargs>'`` and prints one JSON line.
 """
 
 from __future__ import annotations
@@ -16,7 +16,7 @@ import sys
 from collections.abc import Mapping
 from typing import Any
 
-from dexrl.doctor import one_line
+from dexrl.errors import one_line
 
 _MARK = "DEXRL-PROBE-RESULT "
 _ERROR = "DEXRL-PROBE-ERROR "
@@ -45,7 +45,7 @@ def run_probe(target: str, kwargs: Mapping[str, Any] | None = None, *,
             child_env.pop(key, None)
         else:
             child_env[key] = value
-    cmd = [sys.executable, "-m", "dexrl.doctor.subproc", target, json.dumps(dict(kwargs or {}))]
+    cmd = [sys.executable, "-m", "dexrl.subproc", target, json.dumps(dict(kwargs or {}))]
     try:
         proc = subprocess.run(cmd, capture_output=True, text=True, timeout=timeout,
                               stdin=subprocess.DEVNULL, env=child_env, check=False)

@@ -16,7 +16,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from dexrl.catalog import LIBERO_SUITES
-from dexrl.checks import Finding
+from dexrl.errors import Finding
 
 # rlinf/config.py torch_dtype_from_precision: everything it maps to a dtype (null keeps the
 # checkpoint's dtype).
@@ -473,7 +473,7 @@ def check_values(cfg: Any) -> list[Finding]:
     from omegaconf import OmegaConf
     from omegaconf.errors import OmegaConfBaseException
 
-    from dexrl.config import flatten
+    from dexrl.dotted import flatten
 
     findings = []
     try:
@@ -507,7 +507,7 @@ def explain(key: str, cfg: Any, config_name: str) -> list[str]:
     """
     from omegaconf import OmegaConf
 
-    from dexrl.config import flatten
+    from dexrl.dotted import flatten
     from dexrl.errors import DexrlError
 
     spec = spec_for(key)
