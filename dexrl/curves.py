@@ -136,7 +136,8 @@ def plot_runs(run_dirs: list[Path], out: Path | None = None) -> Path:
 def draw(runs: list[RunCurves], out: Path) -> Path:
     """Draw the panels of :data:`PANELS` and the time split into one PNG, runs overlaid.
 
-    The file is written durably (:mod:`dexrl.runs.durable`), so a reader (or a crash) never sees half
+    The file is written durably (:mod:`dexrl.runs.durable`), so a reader (or a crash) never sees
+    half
     a PNG.
     """
     import matplotlib

@@ -1,58 +1,6 @@
 """RLinf policy adapter shared by dexrl's flow-matching VLAs (π0, DM0).
 
-:class:`FlowRLPolicy` wraps any loaded :class:`~dexrl.models.flow.policy.FlowPolicy` and
-implements RLinf 0.3.0's embodied ``BasePolicy``; a model subclass only names its RLinf
-``model_type``, its FSDP units (``_no_split_modules``) and its inference policy class
-(loaded by :meth:`FlowRLPolicy.load_flow_policy`). :meth:`FlowRLPolicy.from_model_cfg` is the
-body of every ``build(cfg, torch_dtype)`` that :mod:`dexrl.bridge.registry` registers.
-
-- ``predict_action_batch(env_obs, mode=None, ...)`` (rollout, no grad): encodes the prefix once,
-  runs the denoising chain of :mod:`dexrl.bridge.rl_steps`, and returns env actions
-  [B, num_action_chunks, action_dim] with ``prev_logprobs``, ``prev_values`` and
-  ``forward_inputs``.
-- ``forward(forward_inputs=..., compute_logprobs, compute_entropy, compute_values)`` (training):
-  re-scores the stored chains with gradients.
-
-**Deterministic evaluation.** RLinf passes ``mode`` only to some built-in model types, never to
-dexrl's. Without ``mode`` the call is deterministic when the kwargs carry ``do_sample=False``,
-which RLinf's rollout worker does for eval calls when ``rollout.sampling_params.temperature_eval
-<= 0`` (train calls carry ``sampling_params.do_sample``, which must stay true). A deterministic
-call runs the plain ODE and, unless ``noise`` is given, starts from one fixed noise draw
-(:data:`EVAL_NOISE_SEED`) shared by all rows, so an eval action depends on the observation only.
-An explicit ``mode`` ("train"/"eval") wins over ``do_sample``.
-
-**Values.** ``prev_values`` (rollout) and ``values`` (training) are the same quantity: the value
-head on the expert's action-token states at denoising step 0 (t = 1, input the stored initial
-noise), which does not depend on the randomly drawn SDE step. RLinf's own adapters report the
-mean over all steps at rollout but recompute only the drawn step in training.
-
-**Critic input.** ``dexbotic.detach_critic_input`` means what it means in RLinf's Dexbotic and
-openpi adapters: true stops the value loss at the critic's input, so only ``value_head`` learns
-from it; false lets it train the action expert too (never the frozen prefix under
-``train_expert_only``). The shipped PPO configs set true; the adapter's default when the key is
-absent is false, as in RLinf's model YAMLs.
-
-**Inputs kept for training** (``forward_inputs``, leading batch dim, concatenable): ``images``
-uint8 [B, 2, S, S, 3] (main, wrist) already resized to the model's S, ``tokens`` long [B, L],
-``token_mask`` bool [B, L], ``state`` float32 [B, 32] (padded, normalized), ``chains_bits`` int32
-[B, N+1, chunk, 32] (the float32 chain's bit patterns, which FSDP mixed precision cannot cast to
-bf16), ``denoise_inds`` long [B, S_scored] (-1 for deterministic calls), ``sample_ids`` long [B]
-(unique per row: the key of the training prefix cache). Rollout and training build
-the network inputs from these with the same function, so the first PPO ratio is exactly 1 when
-both run the same weights in the same precision (bit-exact in fp32 on the CPU).
-
-**Prefix cache.** With ``train_expert_only`` the training call takes each row's frozen prefix
-keys/values from :class:`~dexrl.bridge.prefix_cache.PrefixStore` (computed at the row's first use
-in a global step, within ``dexbotic.prefix_cache``'s budgets), so PPO's later epochs run only the
-suffix. RLinf's ``set_global_step`` hook, the end of each training round
-(:class:`~dexrl.bridge.workers.DexrlActor`) and any ``load_state_dict`` empty it.
-
-**Freezing and FSDP.** ``dexbotic.train_expert_only`` sets ``requires_grad=False`` on the vision
-tower, projector and LLM (:meth:`FlowRLPolicy.frozen_modules`) and computes the prefix without a
-graph; only the action expert, the action/time (and π0's state) projections and the value head
-train. The frozen LLM attention sits next to the trainable expert in the root FSDP unit, so FSDP1
-needs ``use_orig_params: true`` (mixed ``requires_grad``); FSDP2 works as is. Parameter names are
-the checkpoint's (``model.*``) plus ``value_head.*``.
+Design notes: docs/design/policy-adapters.md.
 """
 
 from __future__ import annotations

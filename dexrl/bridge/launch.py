@@ -1,22 +1,6 @@
 """Run RLinf's embodied PPO pipeline from a composed dexrl config: the API ``train``/``resume`` use.
 
-Typical use (one launch per process: RLinf's ``Cluster`` is a process-wide singleton)::
-
-    cfg = compose_and_check(...).cfg                   # with "+smoke=cpu" for --smoke
-    set_run_folder(cfg, run_dir)                       # log_path etc., before resolution
-    prepare(cfg, smoke=smoke)                          # worker env vars, driver registration
-    code = launch(cfg, run_dir, on_progress=show)      # 0 done, 130 interrupted; DexrlError else
-
-    # resume
-    cfg = open_run(run_dir).config                     # + overrides, e.g. runner.max_steps=...
-    set_run_folder(cfg, run_dir, resume_from=latest_checkpoint(run_dir))
-    prepare(cfg, smoke=smoke)
-    launch(cfg, run_dir, resume_from=latest_checkpoint(run_dir))
-
-Run folder (:mod:`dexrl.runs`; the caller writes ``config.yaml``): ``logs/driver.log``
-(everything the driver and its workers print, unless verbose), ``tensorboard/``, ``metrics.log``
-(RLinf's step tables) and ``checkpoints/global_step_N/`` with ``actor/`` and, once complete,
-:data:`dexrl.runs.layout.MARKER`.
+Design notes: docs/design/launch-and-supervision.md.
 """
 
 from __future__ import annotations

@@ -1,12 +1,6 @@
 """RLinf's own LIBERO env wrapper, driven episode by episode for ``dexrl eval``.
 
-Observations and actions go through exactly the code training uses: ``rlinf.envs.libero``'s
-``LiberoEnv`` (180°-rotated camera frames, the 8-d eef-pos + axis-angle + gripper state, the
-15 gripper-open settle steps after each reset, success detection, one subprocess per env) and
-``rlinf.envs.action_utils.prepare_actions`` (the per-model action post-processing). Only the
-episode schedule is dexrl's: each reset names the (task, trial) to start, instead of RLinf's
-rotating pool, and seeds the scene from the episode (see :meth:`LiberoVecEnv.reset`), so every
-episode is fixed in advance and recorded.
+Design notes: docs/design/evaluation.md.
 """
 
 from __future__ import annotations

@@ -1,12 +1,6 @@
 """The frozen prefix's key/value cache of each training sample, kept for one global step.
 
-With ``train_expert_only`` the prefix (vision tower, projector, LLM) is frozen and a sample's
-prefix inputs never change, so its per-layer keys/values are the same in every PPO epoch and
-micro-batch of a global step. :class:`PrefixStore` keeps them, keyed by the ``sample_ids`` the
-rollout writes into ``forward_inputs`` (:func:`new_sample_ids`), within a memory budget
-(:class:`PrefixCacheSettings`): on the model's device first, then in (pinned) host memory, and
-samples beyond both budgets are recomputed at every use, exactly as without a cache. The adapter
-empties it at every new global step and after every training round (``docs/performance.md``).
+Design notes: docs/design/policy-adapters.md and docs/performance.md.
 """
 
 from __future__ import annotations

@@ -1,17 +1,6 @@
 """PPO over a flow-matching denoising chain: which steps are stochastic, sampling, re-scoring.
 
-Model-agnostic: a policy hands in a ``denoise(x_t, t) -> (velocity, hidden)`` callable bound to
-its cached prefix; π0 and DM0 differ only there. The denoising chain walks the float32 Dexbotic
-time grid (:func:`dexrl.models.flow.sampling.time_grid`) from t = 1 (noise) to ~0 (actions).
-
-Per rollout call the *scored* steps are drawn once and shared by the batch: one random step
-(``ignore_last`` leaves the last step out), or every step with ``joint_logprob``. Scored steps
-sample from the Gaussian of the noise method (``flow_sde``/``flow_cps``); all other steps take
-the deterministic ODE mean. The log-prob of an action chunk is the per-element mean over the
-scored terms; with ``joint_logprob`` the N(0, I) density of the initial noise is one more term
-(RLinf's convention, so its clip ranges carry over). Re-scoring stored chains in training runs
-exactly the same functions on exactly the same inputs, so the first PPO ratio is exactly 1 in
-fp32 (it is only approximately 1 in bf16 on a GPU, where kernels may differ by batch shape).
+Design notes: docs/design/policy-adapters.md.
 """
 
 from __future__ import annotations

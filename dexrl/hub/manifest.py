@@ -60,7 +60,8 @@ class Manifest:
 def write_manifest(directory: Path, manifest: Manifest, name: str = MANIFEST_NAME) -> Path:
     """Vouch for ``directory``: make its files durable, then write ``manifest`` durably.
 
-    After a power loss the manifest never survives the files it vouches for (:mod:`dexrl.runs.durable`).
+    After a power loss the manifest never survives the files it vouches for
+    (:mod:`dexrl.runs.durable`).
     """
     path = Path(directory) / name
     try:

@@ -1,13 +1,6 @@
 """Durable writes: a file or folder a later command trusts is there whole, or not at all.
 
-One protocol for every such write, also across a crash or a power loss: write a temporary file
-in the same folder, fsync it, rename it over the target (``os.replace``), fsync the folder so
-that the rename itself is on disk. A folder published by rename (an export) is staged beside its
-target: every file and folder in it is fsynced, it is renamed, the parent is fsynced.
-:func:`sync_tree` makes what another program wrote (an RLinf checkpoint) durable before a marker
-vouches for it. A failed write leaves no temporary file or folder behind; a killed process can
-leave one, always hidden (``.NAME.*.tmp`` or ``.NAME.partial-*``) and never under the target's
-name. Linux semantics (fsync on a folder's descriptor); no dexrl imports.
+Design notes: docs/design/run-folders.md.
 """
 
 from __future__ import annotations

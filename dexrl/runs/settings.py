@@ -31,7 +31,8 @@ def _override_key(override: str) -> str:
 def owned_override_findings(overrides: list[str], fix: str = "") -> list[Finding]:
     """An error per user override of a field dexrl owns (:data:`OWNED_KEYS`), with the reason.
 
-    The one check behind ``train`` and ``validate`` (:func:`dexrl.config.checked.compose_and_check`) and
+    The one check behind ``train`` and ``validate``
+    (:func:`dexrl.config.checked.compose_and_check`) and
     ``resume``.
     """
     found = []

@@ -1,16 +1,6 @@
 """What a run folder says about the process that last ran it: running, finished, or interrupted.
 
-``RUN_DIR/run-state.json`` is written when ``train``/``resume`` hands the run to RLinf
-(``status: running``, the driver's pid, host and process start time), updated after every
-global step and checkpoint, and closed with ``finished``, ``failed`` or ``interrupted``. A driver
-killed with SIGKILL cannot close it: the next ``train``/``resume`` on the folder finds
-``running`` with a dead pid and says so (:func:`previous_run`).
-
-The private Ray instance a driver starts (gcs_server, raylet, agents, workers) outlived a killed
-driver by one to two minutes. :func:`watch_private_ray` records those processes and starts a
-small reaper in its own session that kills them as soon as the driver is gone; the next launch
-on the folder reaps whatever a killed reaper left (:func:`reap_recorded`). Processes are
-identified by pid *and* start time, so a recycled pid is never touched. Linux only (``/proc``).
+Design notes: docs/design/run-folders.md.
 """
 
 from __future__ import annotations

@@ -2,7 +2,7 @@
 checkpoint, a garbage ``run-state.json``, a process killed between the steps of a durable write,
 and overrides ``train`` refuses that ``validate`` must report.
 
-The run folders are built as ``dexrl train`` leaves them (``dexrl.testing.rlinf_run``); no RLinf
+The run folders are built as ``dexrl train`` leaves them (``rlinf_run``); no RLinf
 launch is needed.
 """
 
@@ -39,7 +39,7 @@ def tree(root: Path) -> dict[str, bytes | None]:
 @pytest.fixture
 def two_steps(tiny_pi0_dir: Path, tmp_path: Path) -> Path:
     """A run with a complete global_step_1 and a global_step_2 whose weights are all there."""
-    from dexrl.testing.rlinf_run import write_tiny_rlinf_run
+    from rlinf_run import write_tiny_rlinf_run
 
     base = Path(shutil.copytree(tiny_pi0_dir, tmp_path / "run" / "smoke-checkpoint"))
     run_dir = write_tiny_rlinf_run(tmp_path / "run", base, step=1,
@@ -85,7 +85,7 @@ def test_a_marker_that_does_not_vouch_leaves_its_step_incomplete(
 
 def test_train_names_the_last_truly_complete_checkpoint_of_a_killed_run(
         two_steps: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
-    from dexrl.testing.runstate import write_killed_run
+    from killed_run import write_killed_run
 
     (checkpoints_dir(two_steps) / "global_step_2" / MARKER).write_text("garbage")
     write_killed_run(two_steps, 2)

@@ -82,7 +82,7 @@ def test_dry_run_shows_the_worker_groups_per_node_of_a_two_node_placement(cwd: P
 
 
 def test_a_folder_whose_driver_was_killed_says_so(cwd: Path) -> None:
-    from dexrl.testing.runstate import write_killed_run
+    from killed_run import write_killed_run
 
     folder = cwd / "killed"
     (folder / "checkpoints" / "global_step_1").mkdir(parents=True)

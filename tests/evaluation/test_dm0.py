@@ -16,8 +16,9 @@ from dexrl.models import load_policy
 
 @pytest.fixture(scope="module")
 def dm0_run(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    from rlinf_run import write_tiny_rlinf_run
+
     from dexrl.testing.dm0 import write_tiny_dm0
-    from dexrl.testing.rlinf_run import write_tiny_rlinf_run
 
     root = tmp_path_factory.mktemp("dm0")
     base = write_tiny_dm0(root / "base")

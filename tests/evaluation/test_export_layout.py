@@ -24,7 +24,8 @@ from dexrl.runs.durable import write_json
 @pytest.fixture(scope="module")
 def extras_run(tmp_path_factory: pytest.TempPathFactory) -> Path:
     """A run whose base checkpoint carries the unused tensors real Dexbotic files hold."""
-    from dexrl.testing.rlinf_run import write_tiny_rlinf_run
+    from rlinf_run import write_tiny_rlinf_run
+
     from dexrl.testing.tiny_pi0 import write_tiny_pi0
 
     root = tmp_path_factory.mktemp("extras")
@@ -82,7 +83,8 @@ def test_value_head_kept_beside_the_model(tiny_run: Path, tmp_path: Path) -> Non
 
 
 def test_float32_training_of_a_bf16_base_keeps_float32(tmp_path: Path) -> None:
-    from dexrl.testing.rlinf_run import write_tiny_rlinf_run
+    from rlinf_run import write_tiny_rlinf_run
+
     from dexrl.testing.tiny_pi0 import write_tiny_pi0
 
     base = write_tiny_pi0(tmp_path / "base", dtype=torch.bfloat16)

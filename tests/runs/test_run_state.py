@@ -25,7 +25,7 @@ from dexrl.runs.state import (
     start_time,
     story,
 )
-from dexrl.testing.runstate import write_killed_run
+from killed_run import write_killed_run
 
 
 @pytest.fixture

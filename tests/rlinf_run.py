@@ -44,7 +44,10 @@ def write_tiny_rlinf_run(run_dir: str | Path, base_dir: str | Path, *, step: int
         model_type: Model type of ``base_dir`` (picks the shipped config).
         overrides: Extra config overrides (e.g. ``actor.model.num_action_chunks=4``).
     """
+    from omegaconf import OmegaConf
+
     from dexrl.config.compose import compose
+    from dexrl.hub.manifest import checkpoint_provenance
     from dexrl.runs.checkpoints import mark_complete
     from dexrl.runs.layout import WEIGHTS_IN_STEP
     from dexrl.runs.layout import step_dir as step_dir_of
@@ -56,8 +59,10 @@ def write_tiny_rlinf_run(run_dir: str | Path, base_dir: str | Path, *, step: int
                   ["+smoke=cpu", f"actor.model.model_path={Path(base_dir).resolve()}",
                    *overrides])
     set_run_folder(cfg, run_dir)
-    write_run_files(run_dir, resolved(cfg), ["dexrl", "train"],
-                         {"smoke": True, "suite": suite})
+    cfg = resolved(cfg)
+    provenance = checkpoint_provenance(OmegaConf.select(cfg, "actor.model.model_path"))
+    write_run_files(run_dir, cfg, ["dexrl", "train"],
+                    {"checkpoint": provenance, "smoke": True, "suite": suite})
     step_dir = step_dir_of(run_dir, step)
     (step_dir / WEIGHTS_IN_STEP).parent.mkdir(parents=True, exist_ok=True)
     torch.save(training_state(Path(base_dir), seed), step_dir / WEIGHTS_IN_STEP)
