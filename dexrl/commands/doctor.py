@@ -31,7 +31,7 @@ Examples:
       A block to paste into a bug report (versions, GPUs, driver, variables, results).
 
   dexrl doctor --json | jq '.checks[] | select(.status == "fail")'
-      The stable JSON document (schema dexrl.doctor/1, described in dexrl/doctor/report.py).
+      The stable JSON document (schema dexrl.doctor/1, see docs/cli.md).
 """
 
 

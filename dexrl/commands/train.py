@@ -23,7 +23,8 @@ Examples:
       Prints placement, per-step work, checkpoint size and a memory estimate; starts nothing.
 
   dexrl train --suite libero_10 --model pi0 --ray-address 10.0.0.1:6379 cluster.num_nodes=2
-      Attach to a Ray cluster started on every node with RLINF_NODE_RANK set (see README).
+      Attach to a Ray cluster started on every node with RLINF_NODE_RANK set (see
+      docs/multi-node.md).
 """
 
 
