@@ -55,23 +55,22 @@ def _starts_python_or_ray(args: object) -> bool:
     return first == os.path.basename(sys.executable) or first.startswith(_PYTHON_NAMES)
 
 
-@pytest.fixture(autouse=True)
-def _process_starts_are_declared(request: pytest.FixtureRequest,
-                                 monkeypatch: pytest.MonkeyPatch) -> Iterator[None]:
-    """A default-suite test that starts a Python process or Ray must be marked ``slow``, or
-    ``spawns`` when it is one of the documented quick cases (docs/development.md)."""
-    if request.node.get_closest_marker("slow") or request.node.get_closest_marker("spawns"):
+@pytest.hookimpl(hookwrapper=True)
+def pytest_runtest_protocol(item: pytest.Item) -> Iterator[None]:
+    """A default-suite test that starts a Python process or Ray (its fixtures included) must be
+    marked ``slow``, or ``spawns`` when it is one of the documented quick cases
+    (docs/development.md)."""
+    if item.get_closest_marker("slow") or item.get_closest_marker("spawns"):
         yield
         return
-    nodeid = request.node.nodeid
 
     def refuse(what: str) -> None:
         if _RECORD:
             with open(_RECORD, "a") as out:
-                out.write(json.dumps({"test": nodeid, "starts": what}) + "\n")
+                out.write(json.dumps({"test": item.nodeid, "starts": what}) + "\n")
             return
-        pytest.fail(f"{nodeid} starts {what}: mark it slow, or spawns if it is a quick case "
-                    "listed in docs/development.md", pytrace=False)
+        pytest.fail(f"{item.nodeid} starts {what}: mark it slow, or spawns if it is a quick "
+                    "case listed in docs/development.md", pytrace=False)
 
     popen_init = subprocess.Popen.__init__
     process_start = multiprocessing.process.BaseProcess.start
@@ -86,6 +85,10 @@ def _process_starts_are_declared(request: pytest.FixtureRequest,
         refuse("a multiprocessing process")
         process_start(self)
 
-    monkeypatch.setattr(subprocess.Popen, "__init__", guarded_popen)
-    monkeypatch.setattr(multiprocessing.process.BaseProcess, "start", guarded_start)
-    yield
+    subprocess.Popen.__init__ = guarded_popen  # type: ignore[method-assign]
+    multiprocessing.process.BaseProcess.start = guarded_start  # type: ignore[method-assign]
+    try:
+        yield
+    finally:
+        subprocess.Popen.__init__ = popen_init  # type: ignore[method-assign]
+        multiprocessing.process.BaseProcess.start = process_start  # type: ignore[method-assign]
