@@ -64,6 +64,7 @@ def _rebuild(cls: type[DexrlError], args: tuple[Any, ...]) -> DexrlError:
     Exception.__init__(error, *args)
     return error
 
+
 Level = Literal["error", "warning"]
 
 
