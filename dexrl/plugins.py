@@ -39,7 +39,8 @@ class PluginProblem:
     def error(self) -> DexrlError:
         """The DexrlError shown when one of its names is chosen."""
         dists = ", ".join(self.distributions)
-        return DexrlError(self.message, self.hint, where=f"{GROUP} plugin(s) from {dists}")
+        return DexrlError(self.message, self.hint, where=f"{GROUP} plugin(s) from {dists}",
+                          code="plugin-unusable")
 
 
 @dataclass(frozen=True)

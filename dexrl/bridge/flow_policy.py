@@ -72,6 +72,7 @@ class FlowRLPolicy(nn.Module, BasePolicy):
                 f"{settings.norm_mode!r}",
                 hint="load the policy with the norm_mode of actor.model.dexbotic.norm_mode",
                 where="actor.model.dexbotic.norm_mode",
+                code="policy-norm-mode-mismatch",
             )
         self.settings = settings
         self.flow = policy  # a plain object: its network's modules are registered once, as `model`
@@ -130,12 +131,13 @@ class FlowRLPolicy(nn.Module, BasePolicy):
         if not model_path:
             raise DexrlError("model_path is not set", hint=f"set actor.model.model_path to a "
                              f"Dexbotic {cls.model_type} checkpoint directory",
-                             where="actor.model.model_path")
+                             where="actor.model.model_path", code="policy-model-path-unset")
         found = checkpoint_model_type(str(model_path))
         if found != cls.model_type:
             raise DexrlError(f"the checkpoint is {found!r}, not {cls.model_type!r}",
                              hint=f"set actor.model.model_type={found} for this checkpoint",
-                             where=str(Path(str(model_path)) / "config.json"))
+                             where=str(Path(str(model_path)) / "config.json"),
+                             code="model-type-mismatch")
         prefix_cache = PrefixCacheSettings.from_model_cfg(cfg)
         attention = attention_impl(cfg)
         policy = cls.load_flow_policy(str(model_path), torch_dtype, settings.norm_mode,
@@ -248,6 +250,7 @@ class FlowRLPolicy(nn.Module, BasePolicy):
                 "values requested but the policy has no value head",
                 hint="set actor.model.add_value_head: true (GAE needs a critic)",
                 where="actor.model.add_value_head",
+                code="policy-no-value-head",
             )
         settings = self.settings
         state = self._state(forward_inputs)
@@ -283,6 +286,7 @@ class FlowRLPolicy(nn.Module, BasePolicy):
             hint="set actor.fsdp_config.gradient_checkpointing: false (with train_expert_only "
             "the prefix keeps no activations)",
             where="actor.fsdp_config.gradient_checkpointing",
+            code="policy-gradient-checkpointing-unsupported",
         )
 
     def _rollout_inputs(self, env_obs: Mapping[str, Any]) -> dict[str, torch.Tensor]:
@@ -336,7 +340,8 @@ class FlowRLPolicy(nn.Module, BasePolicy):
         if noise is not None:
             if tuple(noise.shape) != shape:
                 raise DexrlError(f"noise has shape {list(noise.shape)}, expected {list(shape)}",
-                                 hint="pass noise of shape [batch, chunk_size, action_dim]")
+                                 hint="pass noise of shape [batch, chunk_size, action_dim]",
+                                 code="policy-noise-shape")
             return noise.to(device=device, dtype=torch.float32)
         if deterministic:
             generator = torch.Generator().manual_seed(EVAL_NOISE_SEED)
@@ -387,7 +392,8 @@ def prompt_length(cfg: Mapping[str, Any]) -> int | None:
         raise DexrlError(f"model_max_length is {length!r}, expected a positive integer or null",
                          hint="set it to the prompt length the model was trained with (DM0: "
                          "200), or null to keep the checkpoint's tokenizer_config.json value",
-                         where="actor.model.dexbotic.model_max_length")
+                         where="actor.model.dexbotic.model_max_length",
+                         code="policy-max-length-invalid")
     return length
 
 
@@ -402,7 +408,7 @@ def attention_impl(cfg: Mapping[str, Any]) -> str:
     if value not in ATTENTION:
         raise DexrlError(f"attention is {value!r}, expected one of {', '.join(ATTENTION)}",
                          hint="eager is the reference; sdpa uses torch's fused attention",
-                         where="actor.model.dexbotic.attention")
+                         where="actor.model.dexbotic.attention", code="policy-attention-unknown")
     return value
 
 
@@ -411,7 +417,7 @@ def _is_deterministic(mode: str | None, do_sample: Any) -> bool:
         return do_sample is False
     if mode not in ("train", "eval"):
         raise DexrlError(f"unknown mode {mode!r}", hint="use 'train' or 'eval'",
-                         where="predict_action_batch")
+                         where="predict_action_batch", code="policy-mode-unknown")
     return mode == "eval"
 
 

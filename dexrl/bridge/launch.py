@@ -49,6 +49,7 @@ def gl_backend(probe: bool) -> str:
         "no headless OpenGL for LIBERO's renderer: EGL and OSMesa both failed",
         "install Mesa's EGL (apt-get install libegl1) or OSMesa (libosmesa6), "
         "or set MUJOCO_GL to a backend that works",
+        code="libero-no-headless-gl",
     )
 
 
@@ -74,7 +75,8 @@ def _gl_works(backend: str) -> bool:
     if done.returncode == NO_MUJOCO:
         reason = done.stderr.strip().splitlines()[-1] if done.stderr.strip() else "ImportError"
         raise DexrlError(f"LIBERO's renderer needs MuJoCo, which does not import: {reason}",
-                         "reinstall with `make install`, or `pip install 'mujoco>=3.3,<3.4'`")
+                         "reinstall with `make install`, or `pip install 'mujoco>=3.3,<3.4'`",
+                         code="libero-mujoco-import")
     return done.returncode == 0
 
 
@@ -124,13 +126,15 @@ def prepare(cfg: DictConfig, *, smoke: bool, ext_module: str = EXT_MODULE) -> di
     except Exception as exc:
         raise DexrlError(f"cannot register dexrl's policies: {type(exc).__name__}: {exc}",
                          "run `dexrl doctor`; reinstall dexrl if it reports a broken install",
-                         where=f"extension module {ext_module}") from None
+                         where=f"extension module {ext_module}",
+                         code="rlinf-register-failed") from None
     model_type = OmegaConf.select(cfg, "actor.model.model_type")
     from dexrl.bridge.registry import registered_model_types
 
     if model_type and not registered_model_types([model_type]):
         raise DexrlError(f"model type '{model_type}' is not registered with RLinf",
-                         "use a shipped config (`dexrl configs`)", where="actor.model.model_type")
+                         "use a shipped config (`dexrl configs`)", where="actor.model.model_type",
+                         code="rlinf-model-type-unregistered")
     return env
 
 
@@ -140,7 +144,7 @@ def _start_step(resume_from: Path | None) -> int:
     step = checkpoint_step(resume_from)
     if step is None or not is_complete(resume_from):
         raise DexrlError("not a complete checkpoint", "pass a complete .../global_step_N folder",
-                         where=str(resume_from))
+                         where=str(resume_from), code="checkpoint-incomplete")
     return step
 
 
@@ -159,6 +163,7 @@ def wait_for_nodes(num_nodes: int, timeout_s: float, count_alive: Callable[[], i
                 "start Ray on the missing nodes (`ray start --address=<head>:6379`) or lower "
                 "cluster.num_nodes",
                 where="cluster.num_nodes",
+                code="ray-nodes-missing",
             )
         time.sleep(poll_s)
 
@@ -177,6 +182,7 @@ def _check_nodes(cfg: DictConfig, address: str | None, node_wait_s: float) -> No
                 f"single-node Ray instance ({num_nodes - 1} node(s) missing)",
                 "start Ray on every node and pass --ray-address <head>:6379 (or set RAY_ADDRESS)",
                 where="cluster.num_nodes",
+                code="ray-address-needed",
             )
         return
     import ray
@@ -189,7 +195,8 @@ def _check_nodes(cfg: DictConfig, address: str | None, node_wait_s: float) -> No
         raise DexrlError(f"cannot reach the Ray cluster at {address}: {exc}",
                          "check the address and that `ray start --head` runs there; Ray 2.60 "
                          "heads use token authentication by default: export RAY_AUTH_MODE=token "
-                         "(or start the head with RAY_AUTH_MODE=disabled)") from None
+                         "(or start the head with RAY_AUTH_MODE=disabled)",
+                         code="ray-unreachable") from None
     finally:
         ray.shutdown()  # only disconnects: RLinf's Cluster must make the first connection
 
@@ -252,6 +259,7 @@ def _validate(cfg: DictConfig) -> DictConfig:
     except (AssertionError, NotImplementedError, ValueError) as exc:
         raise DexrlError(f"RLinf rejected the config: {' '.join(str(exc).split())}",
                          "fix the key it names; `dexrl validate ... --print` shows the config",
+                         code="rlinf-config-rejected",
                          ) from None
 
 

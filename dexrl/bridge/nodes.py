@@ -75,6 +75,7 @@ def lost_node_error(lost: Sequence[NodeRecord], actors: Iterable[tuple[str, str]
         f"restart Ray on that node (`RLINF_NODE_RANK={first.rank} ray start "
         f"--address=<head>:<port>`), then `dexrl resume {run_dir}` continues from the last "
         "complete checkpoint",
+        code="ray-node-lost",
     )
 
 
@@ -168,7 +169,7 @@ def check_address(address: str, timeout: float = 5.0, connect_timeout: float = 6
     if address == "auto" and not other_ray_instances(address).running:
         raise DexrlError("--ray-address auto: no Ray instance runs on this machine",
                          "start one with `ray start --head` or drop --ray-address",
-                         where="--ray-address")
+                         where="--ray-address", code="ray-no-local-instance")
     if address not in ("auto", "local"):
         host, _, port = address.removeprefix("ray://").rpartition(":")
         try:
@@ -177,14 +178,15 @@ def check_address(address: str, timeout: float = 5.0, connect_timeout: float = 6
         except (OSError, ValueError) as exc:
             raise DexrlError(f"cannot reach the Ray cluster at {address}: "
                              f"{' '.join(str(exc).split())}", ADDRESS_FIX,
-                             where="--ray-address") from None
+                             where="--ray-address", code="ray-unreachable") from None
     try:
         run_probe("dexrl.bridge.nodes:connect", {"address": address}, timeout=connect_timeout)
     except ProbeError as exc:
         auth = "auth" in str(exc).lower()
         raise DexrlError(f"no working Ray cluster at {address}: {exc}",
                          "export RAY_AUTH_MODE=token with the cluster's token in ~/.ray/auth_token"
-                         if auth else ADDRESS_FIX, where="--ray-address") from None
+                         if auth else ADDRESS_FIX, where="--ray-address",
+                         code="ray-not-working") from None
 
 
 def alive_nodes() -> int:

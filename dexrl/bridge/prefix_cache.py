@@ -60,7 +60,8 @@ class PrefixCacheSettings:
             if isinstance(value, bool) or not isinstance(value, (int, float)) or not value >= 0:
                 raise DexrlError(f"prefix_cache.{key} is {value!r}, expected a number >= 0",
                                  hint="give the budget in GB; 0 for both recomputes the prefix "
-                                 "at every use", where=f"actor.model.dexbotic.prefix_cache.{key}")
+                                 "at every use", where=f"actor.model.dexbotic.prefix_cache.{key}",
+                                 code="policy-prefix-cache-budget")
             values[key] = float(value)
         return cls(**values)
 

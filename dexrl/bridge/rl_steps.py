@@ -72,7 +72,7 @@ class RLSettings:
         for key, why in _UNSUPPORTED.items():
             if cfg.get(key, False):
                 raise DexrlError(f"{key} is not supported ({why})", hint=f"set {key}: false",
-                                 where=f"actor.model.{key}")
+                                 where=f"actor.model.{key}", code="policy-setting-unsupported")
         settings = cls(
             num_steps=int(cfg.get("num_steps", cls.num_steps)),
             noise_method=str(dex.get("noise_method", cls.noise_method)),
@@ -114,7 +114,8 @@ class RLSettings:
         if problems:
             key, message, hint = problems[0]
             raise DexrlError(message, hint=hint, where=f"actor.model.{key}",
-                             details=[f"actor.model.{k}: {m}" for k, m, _ in problems[1:]])
+                             details=[f"actor.model.{k}: {m}" for k, m, _ in problems[1:]],
+                             code="policy-setting-out-of-range")
 
     @property
     def stochastic_steps(self) -> int:
@@ -185,7 +186,7 @@ def unpack_chains(bits: torch.Tensor) -> torch.Tensor:
     if bits.dtype != torch.int32:
         raise DexrlError(f"forward_inputs chains_bits has dtype {bits.dtype}, expected int32",
                          hint="pass forward_inputs exactly as predict_action_batch returned them",
-                         where="forward_inputs.chains_bits")
+                         where="forward_inputs.chains_bits", code="policy-forward-inputs-dtype")
     return bits.view(torch.float32)
 
 
@@ -281,6 +282,7 @@ def score_chain(
             hint="train only on rollouts collected with sampling on (mode 'train', "
             "do_sample true) and the same num_steps/ignore_last",
             where="forward_inputs.denoise_inds",
+            code="policy-forward-inputs-not-stochastic",
         )
     chains = chains.to(torch.float32)
     grid = time_grid(settings.num_steps).to(chains.device)

@@ -63,7 +63,7 @@ def build_context(suite: str | None, model: str | None, config_name: str | None,
         return ctx, validated.findings
     if overrides:
         raise DexrlError("overrides need a config", "add --suite S --model M or --config-name "
-                         "NAME", where="overrides")
+                         "NAME", where="overrides", code="doctor-overrides-need-config")
     if suite:
         ctx.suite = get_suite(suite).name
     ctx.ckpt = ckpt_path
@@ -96,7 +96,8 @@ def doctor(
     from dexrl.doctor.schedule import areas, run_doctor
 
     if as_json and markdown:
-        raise DexrlError("--json and --markdown are exclusive", "pick one output format")
+        raise DexrlError("--json and --markdown are exclusive", "pick one output format",
+                         code="flags-json-markdown")
     ctx, findings = build_context(suite, model, config_name, list(overrides or []), ckpt,
                                   ray_address, quick, budget)
     if ctx.ray_address:

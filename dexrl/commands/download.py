@@ -149,7 +149,7 @@ def download(
         if repo_id or libero_assets or revision or local_dir or include or exclude or force:
             raise DexrlError("--list shows the known repositories and takes no REPO_ID or "
                              "download option", "run `dexrl download --list` on its own (with "
-                             "--json for a script)")
+                             "--json for a script)", code="flags-list-exclusive")
         if as_json:
             print_json("dexrl.download.list/1", repositories=known_repos())
             return
@@ -160,12 +160,14 @@ def download(
     if libero_assets:
         if repo_id or include or exclude or as_json:
             raise DexrlError("--libero-assets takes no REPO_ID, --include, --exclude or --json",
-                             "run `dexrl download --libero-assets` on its own")
+                             "run `dexrl download --libero-assets` on its own",
+                             code="flags-libero-assets-exclusive")
         _assets(revision, local_dir, force, out)
         return
     if not repo_id:
         raise DexrlError("which repository?", "give a repo id, e.g. `dexrl download "
-                         "Dexmal/libero-db-pi0` (`dexrl download --list` shows the known ones)")
+                         "Dexmal/libero-db-pi0` (`dexrl download --list` shows the known ones)",
+                         code="download-no-repo-id")
     done = download_checkpoint(repo_id, revision=revision, local_dir=local_dir, include=include,
                                exclude=exclude, force=force)
     if as_json:

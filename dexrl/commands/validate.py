@@ -93,7 +93,8 @@ def validate(
             out.print(to_yaml(result.cfg), markup=False, soft_wrap=True)
         except Exception as exc:  # an interpolation that cannot resolve
             raise DexrlError(f"config does not resolve: {' '.join(str(exc).split())}",
-                             "fix the interpolation or the override that feeds it") from None
+                             "fix the interpolation or the override that feeds it",
+                             code="config-does-not-resolve") from None
     raise typer.Exit(report(result, Console(stderr=True, highlight=False, soft_wrap=True), strict))
 
 

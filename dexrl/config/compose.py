@@ -70,6 +70,7 @@ def resolve_config_name(suite: str | None, model: str | None, name: str | None) 
                 f"no shipped config named '{stem}'.{did_you_mean(stem, list_configs())}",
                 "run `dexrl configs` to list them",
                 where="--config-name",
+                code="config-not-found",
             )
         return stem
     if not suite or not model:
@@ -78,12 +79,14 @@ def resolve_config_name(suite: str | None, model: str | None, name: str | None) 
             f"{missing} is required when --config-name is not given",
             "e.g. `--suite libero_spatial --model pi0`",
             where=missing,
+            code="config-selection-incomplete",
         )
     stem = config_name(suite, model)
     if stem not in list_configs():
         raise DexrlError(
             f"no shipped config for suite '{suite}' with model '{model}' ({stem})",
             "run `dexrl configs` to list them",
+            code="config-not-found",
         )
     return stem
 
@@ -99,14 +102,16 @@ def check_override_syntax(overrides: list[str]) -> None:
             (parsed,) = parser.parse_overrides([ov])
         except HydraException:
             raise DexrlError(f"malformed override '{ov}'", _override_fix(ov, overrides[i + 1:]),
-                             where="overrides") from None
+                             where="overrides", code="override-syntax") from None
         if not parsed.key_or_group:
-            raise DexrlError(f"override '{ov}' has no key", "write key=value", where="overrides")
+            raise DexrlError(f"override '{ov}' has no key", "write key=value", where="overrides",
+                             code="override-no-key")
         if parsed.is_sweep_override():
             raise DexrlError(
                 f"override '{ov}' is a sweep; dexrl runs one experiment at a time",
                 "pass a single value (quote a list: key='[a,b]')",
                 where="overrides",
+                code="override-sweep",
             )
 
 
@@ -151,6 +156,7 @@ def compose(name: str, overrides: list[str] | None = None) -> DictConfig:
             raise DexrlError(
                 f"unreadable YAML in config '{name}': {_one_line(exc)}",
                 "fix the YAML syntax in that file",
+                code="config-yaml-unreadable",
             ) from None
         raise
     if "hydra" in cfg:
@@ -185,15 +191,17 @@ def _hydra_error(exc: BaseException, name: str, overrides: list[str]) -> DexrlEr
             "check the spelling (`dexrl validate ... --print` shows every key), "
             "or prefix the override with + to add a new key",
             where="overrides",
+            code="override-unknown-key",
         )
     if "Could not find" in text or "MissingConfig" in type(exc).__name__:
         return DexrlError(f"missing config file while composing '{name}': {text}",
-                          "reinstall dexrl or fix the defaults list")
+                          "reinstall dexrl or fix the defaults list", code="config-file-missing")
     if "OverrideParse" in type(exc).__name__ or "parse" in text.lower():
         return DexrlError(f"malformed override: {text}",
-                          "overrides are key=value, quote values with spaces")
+                          "overrides are key=value, quote values with spaces",
+                          code="override-syntax")
     return DexrlError(f"could not compose config '{name}': {text}",
-                      "check the overrides and the config files")
+                      "check the overrides and the config files", code="config-compose-failed")
 
 
 def suite_of(cfg: DictConfig, suite: str | None) -> str | None:

@@ -520,7 +520,7 @@ def explain(key: str, cfg: Any, config_name: str) -> list[str]:
         raise DexrlError(f"'{key}' {where}",
                          f"closest known keys: {', '.join(close)}" if close else
                          "`dexrl validate ... --print` shows every key of a config",
-                         where="--explain")
+                         where="--explain", code="config-explain-unknown-key")
     lines = [spec.pattern if spec.pattern == key else f"{key} ({spec.pattern})",
              f"  type:     {spec.type}"]
     if spec.choices is not None:

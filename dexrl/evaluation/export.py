@@ -61,16 +61,18 @@ def check_export_out(out: Path, overwrite: bool) -> None:
     """Refuse a non-empty ``out`` unless ``overwrite`` and it is an earlier dexrl export."""
     out = Path(out)
     if out.exists() and not out.is_dir():
-        raise DexrlError("the output path is a file", "choose a folder with --out", where=str(out))
+        raise DexrlError("the output path is a file", "choose a folder with --out", where=str(out),
+                         code="export-out-is-a-file")
     if not out.is_dir() or not any(out.iterdir()):
         return
     if not overwrite:
         raise DexrlError("the output folder is not empty", "choose another --out, or add "
-                         "--overwrite to replace an earlier export", where=str(out))
+                         "--overwrite to replace an earlier export", where=str(out),
+                         code="export-out-not-empty")
     if not (out / EXPORT_MANIFEST).is_file():
         raise DexrlError("the output folder holds files that are not a dexrl export; "
                          "--overwrite only replaces earlier exports", "choose another --out",
-                         where=str(out))
+                         where=str(out), code="export-out-foreign-files")
 
 
 def export_checkpoint(source: CheckpointSource, out: Path, *, keep_value_head: bool = False,
@@ -92,7 +94,7 @@ def export_checkpoint(source: CheckpointSource, out: Path, *, keep_value_head: b
     if source.form != "rlinf":
         raise DexrlError("this is already a Dexbotic checkpoint; export converts RLinf training "
                          "checkpoints", "pass an RLinf run folder or its global_step_N folder",
-                         where=str(source.path))
+                         where=str(source.path), code="export-already-dexbotic")
     out = Path(out).expanduser().resolve()
     check_export_out(out, overwrite)
     results = Path(results) if results is not None else find_results(source)
@@ -140,7 +142,7 @@ def _dexbotic_state(source: CheckpointSource, trained: dict[str, torch.Tensor]
     if details:
         raise DexrlError("the training weights do not match the base checkpoint's weights",
                          "pass the run's own base checkpoint with --base", where=str(
-                             source.weights), details=details)
+                             source.weights), details=details, code="base-weights-mismatch")
     state = {k: v.contiguous() for k, v in trained.items()}
     from_base = sorted(k for k in shapes if k not in trained)
     for key in from_base:

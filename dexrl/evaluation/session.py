@@ -69,7 +69,8 @@ def prepare(*, ckpt: str | Path, suite: str, tasks: str | None, episodes_per_tas
     if not get_suite(suite).libero:
         raise DexrlError(f"dexrl eval runs LIBERO suites; {suite_name} is a training task",
                          "pass a LIBERO suite (e.g. --suite libero_spatial); a reach run's "
-                         "success rate is in its curves (`dexrl plot RUN_DIR`)", where="--suite")
+                         "success rate is in its curves (`dexrl plot RUN_DIR`)", where="--suite",
+                         code="eval-suite-not-libero")
     source = resolve_checkpoint(ckpt, base)
     check_assets()
     info = suite_info(suite_name)

@@ -103,7 +103,7 @@ def resolve_checkpoint(path: str | Path, base: str | Path | None = None) -> Chec
     if not path.exists():
         raise DexrlError("checkpoint path does not exist", "pass a Dexbotic checkpoint folder, an "
                          "RLinf run folder, a global_step_N folder or its full_weights.pt",
-                         where=str(path))
+                         where=str(path), code="checkpoint-not-found")
     if path.is_file():
         return _rlinf_source(path, path, step_of_weights(path), base)
     if (path / "config.json").is_file():
@@ -121,7 +121,7 @@ def resolve_checkpoint(path: str | Path, base: str | Path | None = None) -> Chec
             raise DexrlError(f"the run's latest complete checkpoint {step_dir.name} has no full "
                              f"weights ({WEIGHTS_IN_STEP})",
                              "pass another step's folder (checkpoints/global_step_N)",
-                             where=str(step_dir))
+                             where=str(step_dir), code="checkpoint-no-full-weights")
         notes = skipped(run.dir, chosen) + ([f"note: the run folder was at {run.moved_from}; "
                                              f"its paths now point into {run.dir}"]
                                             if run.moved_from else [])
@@ -130,7 +130,8 @@ def resolve_checkpoint(path: str | Path, base: str | Path | None = None) -> Chec
     raise DexrlError("not a checkpoint: no config.json, no actor/model_state_dict/"
                      "full_weights.pt and no RLinf run (config.yaml + checkpoints/)",
                      "pass a Dexbotic checkpoint folder, an RLinf run folder, a global_step_N "
-                     "folder or its full_weights.pt", where=str(path))
+                     "folder or its full_weights.pt", where=str(path),
+                     code="checkpoint-unrecognized")
 
 
 def _dexbotic_source(path: Path) -> CheckpointSource:
@@ -153,7 +154,7 @@ def _rlinf_source(given: Path, weights: Path, step_dir: Path | None,
     if weights.suffix not in (".pt", ".pth", ".bin"):
         raise DexrlError("not a checkpoint file (expected RLinf's full_weights.pt)",
                          "pass a Dexbotic checkpoint folder or an RLinf global_step_N folder",
-                         where=str(weights))
+                         where=str(weights), code="checkpoint-not-weights-file")
     run_dir = run_of_step(step_dir) if step_dir is not None else None
     cfg = None
     if run_dir is not None and (run_dir / CONFIG_FILE).is_file():
@@ -171,17 +172,17 @@ def _rlinf_source(given: Path, weights: Path, step_dir: Path | None,
         raise DexrlError("cannot find the base checkpoint of these training weights (no run "
                          "config.yaml two levels above global_step_N)",
                          "pass the checkpoint the run started from with --base",
-                         where=str(weights))
+                         where=str(weights), code="base-not-found")
     if not (model_dir / "config.json").is_file():
         raise DexrlError(f"the base checkpoint (from {base_from}) has no config.json",
                          "pass the checkpoint the run started from with --base",
-                         where=str(model_dir))
+                         where=str(model_dir), code="base-no-config")
     model_type = checkpoint_model_type(model_dir)
     trained_type = OmegaConf.select(cfg, "actor.model.model_type") if cfg is not None else None
     if trained_type is not None and trained_type != model_type:
         raise DexrlError(f"the run trained model_type {trained_type} but the base checkpoint is "
                          f"{model_type}", "pass the run's own base checkpoint with --base",
-                         where=str(model_dir))
+                         where=str(model_dir), code="base-model-type-mismatch")
     provenance = {}
     download = _download_manifest(model_dir)
     if download is not None:
@@ -200,16 +201,17 @@ def _base_from_config(cfg: Any, run_dir: Path) -> Path:
     except Exception as exc:  # an interpolation that does not resolve here
         raise DexrlError(f"actor.model.model_path does not resolve ({' '.join(str(exc).split())})",
                          "pass the checkpoint the run started from with --base",
-                         where=f"{run_dir}/config.yaml") from None
+                         where=f"{run_dir}/config.yaml", code="base-path-unresolvable") from None
     if not value:
         raise DexrlError("the run config has no actor.model.model_path",
                          "pass the checkpoint the run started from with --base",
-                         where=f"{run_dir}/config.yaml")
+                         where=f"{run_dir}/config.yaml", code="base-not-in-config")
     path = Path(str(value)).expanduser()
     if not path.is_dir():
         raise DexrlError(f"the run's base checkpoint {path} does not exist on this machine",
                          f"{_fetch_hint(run_dir)}, or pass its folder with --base",
-                         where=f"{run_dir}/config.yaml actor.model.model_path")
+                         where=f"{run_dir}/config.yaml actor.model.model_path",
+                         code="base-not-on-machine")
     return path.resolve()
 
 
@@ -297,10 +299,12 @@ def read_training_weights(weights: Path) -> tuple[dict[str, torch.Tensor], dict[
         raise DexrlError(f"cannot read training weights ({type(exc).__name__}: "
                          f"{' '.join(str(exc).split())[:200]})",
                          "the file is corrupt or not an RLinf full_weights.pt; use another "
-                         "checkpoint step", where=str(weights)) from None
+                         "checkpoint step", where=str(weights),
+                         code="checkpoint-weights-unreadable") from None
     if not isinstance(state, dict) or not all(isinstance(v, torch.Tensor) for v in state.values()):
         raise DexrlError("training weights are not a flat state dict of tensors",
-                         "pass RLinf's actor/model_state_dict/full_weights.pt", where=str(weights))
+                         "pass RLinf's actor/model_state_dict/full_weights.pt", where=str(weights),
+                         code="checkpoint-weights-invalid")
     head = {k: v for k, v in state.items() if k.startswith(VALUE_HEAD_PREFIX)}
     return {k: v for k, v in state.items() if k not in head}, head
 

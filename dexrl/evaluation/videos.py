@@ -22,7 +22,7 @@ def check_mode(mode: str) -> str:
     """Validate ``--video``."""
     if mode not in VIDEO_MODES:
         raise DexrlError(f"unknown video mode '{mode}'", f"use one of: {', '.join(VIDEO_MODES)}",
-                         where="--video")
+                         where="--video", code="eval-video-mode-unknown")
     return mode
 
 

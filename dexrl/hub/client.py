@@ -79,7 +79,7 @@ def resolve(repo_id: str, revision: str | None = None, *, repo_type: str = "mode
     endpoint, revision = hub_endpoint(), revision or "main"
     if hub_offline():
         raise DexrlError(f"cannot look up {repo_id}: offline mode (HF_HUB_OFFLINE) is on",
-                         "unset HF_HUB_OFFLINE to reach the hub")
+                         "unset HF_HUB_OFFLINE to reach the hub", code="hub-offline")
     with hub_errors(repo_id, revision, endpoint, stage="look up"):
         info = HfApi(endpoint=endpoint).repo_info(repo_id, revision=revision, repo_type=repo_type,
                                                   files_metadata=True)
@@ -104,7 +104,8 @@ def fetch(snapshot: Snapshot, local_dir: Path, *, include: Sequence[str] = (),
                                         ignore_patterns=ignore))
     if not wanted:
         raise DexrlError(f"no file of {snapshot.repo_id} matches --include/--exclude",
-                         f"the repo holds: {', '.join(sorted(snapshot.files)) or 'no files'}")
+                         f"the repo holds: {', '.join(sorted(snapshot.files)) or 'no files'}",
+                         code="download-no-matching-files")
     with hub_errors(snapshot.repo_id, snapshot.revision, snapshot.endpoint, stage="download",
                     dest=local_dir):
         snapshot_download(snapshot.repo_id, repo_type=snapshot.repo_type,
@@ -176,19 +177,21 @@ def hub_errors(repo_id: str, revision: str, endpoint: str, *, stage: str,
         yield
     except hf.GatedRepoError:  # before RepositoryNotFoundError, its base class
         raise DexrlError(f"{repo_id} is gated and this account has no access to it",
-                         f"accept its conditions at {page}, then {login}") from None
+                         f"accept its conditions at {page}, then {login}",
+                         code="hub-repo-gated") from None
     except hf.RevisionNotFoundError:
         raise DexrlError(f"revision '{revision}' does not exist in {repo_id}",
                          f"pass --revision with a branch, tag or commit listed at {page}, "
-                         "or leave it out for main") from None
+                         "or leave it out for main", code="hub-revision-not-found") from None
     except hf.RepositoryNotFoundError:
         raise DexrlError(
             f"repository {repo_id} was not found on {endpoint} (or it is private)",
             f"check the id{did_you_mean(repo_id, list(KNOWN_REPOS))} (`dexrl download --list` "
-            f"shows the known ones); if it is private, {login}") from None
+            f"shows the known ones); if it is private, {login}",
+            code="hub-repo-not-found") from None
     except hf.OfflineModeIsEnabled:
         raise DexrlError(f"cannot {stage} {repo_id}: offline mode (HF_HUB_OFFLINE) is on",
-                         "unset HF_HUB_OFFLINE to reach the hub") from None
+                         "unset HF_HUB_OFFLINE to reach the hub", code="hub-offline") from None
     except (hf.LocalEntryNotFoundError, requests.ConnectionError, requests.Timeout,
             requests.exceptions.ChunkedEncodingError) as exc:
         # LocalEntryNotFoundError: the hub could not be asked about a file (its cause says why).
@@ -197,10 +200,12 @@ def hub_errors(repo_id: str, revision: str, endpoint: str, *, stage: str,
         status = exc.response.status_code if exc.response is not None else None
         if status in (401, 403):
             raise DexrlError(f"the hub refused the request for {repo_id} (HTTP {status})",
-                             f"check your token: {login} again, or unset a stale HF_TOKEN"
+                             f"check your token: {login} again, or unset a stale HF_TOKEN",
+                             code="hub-auth-refused",
                              ) from None
         raise DexrlError(f"the hub failed to {stage} {repo_id} ({_first_line(exc)})",
-                         "try again later, or set HF_ENDPOINT to a mirror") from None
+                         "try again later, or set HF_ENDPOINT to a mirror",
+                         code="hub-server-error") from None
     except requests.RequestException as exc:
         raise _network_error(exc, repo_id, endpoint, stage) from None
     except OSError as exc:
@@ -212,24 +217,25 @@ def _network_error(exc: BaseException, repo_id: str, endpoint: str, stage: str) 
     if stage == "download":
         return DexrlError(f"the download of {repo_id} from {endpoint} broke off ({reason})",
                           "run the same command again: finished files are kept and partial ones "
-                          "resume")
+                          "resume", code="hub-download-interrupted")
     return DexrlError(f"cannot reach the hub at {endpoint} to {stage} {repo_id} ({reason})",
                       "check the network or proxy, set HF_ENDPOINT to a mirror, or set "
-                      "HF_HUB_OFFLINE=1 to use a copy downloaded before")
+                      "HF_HUB_OFFLINE=1 to use a copy downloaded before", code="hub-unreachable")
 
 
 def _os_error(exc: OSError, path: Path | None) -> DexrlError:
     where = str(path) if path else None
     if exc.errno == errno.ENOSPC:
         return DexrlError("no space left on the device", "free disk space, or choose another "
-                          "folder with --local-dir (or DEXRL_HOME)", where=where)
+                          "folder with --local-dir (or DEXRL_HOME)", where=where,
+                          code="download-disk-full")
     if exc.errno in (errno.EACCES, errno.EPERM, errno.EROFS, errno.ENOTDIR, errno.EEXIST):
         return DexrlError(f"cannot write there ({exc.strerror})",
                           "choose a writable folder with --local-dir (or set DEXRL_HOME), or fix "
-                          "its permissions", where=where)
+                          "its permissions", where=where, code="download-not-writable")
     return DexrlError(f"download failed: {_first_line(exc)}",
                       "run the same command again; add --force to start the download over",
-                      where=where)
+                      where=where, code="download-os-error")
 
 
 def _first_line(exc: BaseException) -> str:

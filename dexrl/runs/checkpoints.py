@@ -89,19 +89,22 @@ def pick_checkpoint(run_dir: Path, step: int | None = None,
         if not match:
             have = ", ".join(str(c.step) for c in complete) or "none"
             raise DexrlError(f"no checkpoint at step {step}",
-                             f"complete checkpoints: {have}", where=str(run_dir))
+                             f"complete checkpoints: {have}", where=str(run_dir),
+                             code="checkpoint-step-not-found")
         if not match[0].complete:
             have = ", ".join(str(c.step) for c in complete) or "none"
             raise DexrlError(f"the checkpoint at step {step} is incomplete ({match[0].problem})",
                              f"use a complete step ({have}), or give the run folder without a "
-                             "step to take the latest complete one", where=str(match[0].path))
+                             "step to take the latest complete one", where=str(match[0].path),
+                             code="checkpoint-incomplete")
         return match[0]
     if not complete:
         partial = f" ({len(all_ckpts)} incomplete)" if all_ckpts else ""
         raise DexrlError(f"no complete checkpoint to {purpose}{partial}",
                          "train first; a checkpoint is written every runner.save_interval steps "
                          "and counts only once it finished writing",
-                         where=str(checkpoints_dir(run_dir)), details=skipped(run_dir))
+                         where=str(checkpoints_dir(run_dir)), details=skipped(run_dir),
+                         code="checkpoint-none-complete")
     return complete[-1]
 
 

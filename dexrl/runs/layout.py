@@ -38,7 +38,7 @@ def default_run_dir(suite: str, model: str, name: str | None = None,
                              or os.sep in name):
         raise DexrlError(f"--name {name!r} is not a folder name",
                          "give a plain name (runs/<name> is created), or a path with --run-dir",
-                         where="--name")
+                         where="--name", code="run-name-invalid")
     stamp = time.strftime("%Y%m%d-%H%M%S")
     return Path(root) / (name or f"{suite}_{model}_{stamp}")
 
@@ -47,12 +47,12 @@ def check_new_run_dir(path: Path) -> None:
     """Refuse a run directory that already holds something (resume is the way to continue)."""
     if path.exists() and not path.is_dir():
         raise DexrlError("the run directory path is a file", "choose another --run-dir",
-                         where=str(path))
+                         where=str(path), code="run-folder-is-a-file")
     if path.is_dir() and any(path.iterdir()):
         what = "another run" if (path / CONFIG_FILE).exists() else "files"
         raise DexrlError(f"the run directory already holds {what}",
                          f"continue it with `dexrl resume {path}`, or choose another --run-dir",
-                         where=str(path))
+                         where=str(path), code="run-folder-not-empty")
 
 
 def checkpoints_dir(run_dir: Path) -> Path:

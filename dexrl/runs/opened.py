@@ -25,14 +25,16 @@ def load_run_config(run_dir: Path) -> DictConfig:
     if not path.is_file():
         raise DexrlError("not a dexrl run directory (no config.yaml)",
                          "pass the folder `dexrl train` created (e.g. runs/<name>)",
-                         where=str(run_dir))
+                         where=str(run_dir), code="run-no-config")
     try:
         cfg = OmegaConf.load(path)
     except Exception as exc:
         raise DexrlError(f"unreadable config.yaml ({' '.join(str(exc).split())})",
-                         "restore the file from a backup", where=str(path)) from None
+                         "restore the file from a backup", where=str(path),
+                         code="run-config-unreadable") from None
     if not isinstance(cfg, DictConfig):
-        raise DexrlError("config.yaml is not a mapping", "restore the file", where=str(path))
+        raise DexrlError("config.yaml is not a mapping", "restore the file", where=str(path),
+                         code="run-config-unreadable")
     return cfg
 
 
@@ -65,14 +67,15 @@ def open_run(path: str | Path) -> Run:
     run_dir = Path(os.path.abspath(given))  # normalizes "..", keeps symlinks as the user named them
     hint = "pass the folder `dexrl train` created (it holds config.yaml and manifest.json)"
     if not run_dir.exists():
-        raise DexrlError("run folder does not exist", hint, where=str(given))
+        raise DexrlError("run folder does not exist", hint, where=str(given), code="run-not-found")
     if not run_dir.is_dir():
-        raise DexrlError("a file, not a run folder", hint, where=str(given))
+        raise DexrlError("a file, not a run folder", hint, where=str(given),
+                         code="run-not-a-folder")
     step = checkpoint_step(run_dir)
     if step is not None and run_dir.parent.name == CHECKPOINTS:
         raise DexrlError("a checkpoint folder, not a run folder",
                          f"pass the run folder {run_dir.parent.parent} (with --step {step} where "
-                         "the command has it)", where=str(given))
+                         "the command has it)", where=str(given), code="run-is-a-checkpoint-folder")
     cfg = load_run_config(run_dir)
     manifest = read_manifest(run_dir)
     cfg, moved_from = _relocate(cfg, run_dir, manifest)

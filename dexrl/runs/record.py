@@ -38,7 +38,8 @@ def resolved(cfg: DictConfig) -> DictConfig:
         return OmegaConf.create(OmegaConf.to_container(cfg, resolve=True))
     except Exception as exc:
         raise DexrlError(f"config does not resolve: {' '.join(str(exc).split())}",
-                         "fix the interpolation or the override that feeds it") from None
+                         "fix the interpolation or the override that feeds it",
+                         code="config-does-not-resolve") from None
 
 
 def save_config(run_dir: Path, cfg: DictConfig) -> None:

@@ -43,7 +43,8 @@ def check_steps_left(cfg: DictConfig, step: int, run_dir: Path | None = None) ->
         example = (f", e.g. `dexrl resume {run_dir} runner.max_steps={step + 1}`"
                    if run_dir is not None else "")
         raise DexrlError(f"the run already reached step {step} of {total}",
-                         f"raise runner.max_steps (and runner.max_epochs) above {step}{example}")
+                         f"raise runner.max_steps (and runner.max_epochs) above {step}{example}",
+                         code="resume-nothing-left")
     return total
 
 
@@ -71,6 +72,7 @@ def refuse_unsafe_changes(old: DictConfig, new: DictConfig, allow: bool) -> None
             f"{len(unsafe)} override(s) change the experiment, not just how long it runs",
             "pass --allow-changes to resume with them anyway, or start a new run",
             details=diff_lines(unsafe),
+            code="resume-unsafe-changes",
         )
 
 

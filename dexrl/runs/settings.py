@@ -53,7 +53,8 @@ def refuse_owned_overrides(overrides: list[str], fix: str) -> None:
     """Raise the first of :func:`owned_override_findings` as a DexrlError."""
     found = owned_override_findings(overrides, fix)
     if found:
-        raise DexrlError(found[0].message, found[0].hint, where=found[0].where)
+        raise DexrlError(found[0].message, found[0].hint, where=found[0].where,
+                         code="override-owned-key")
 
 
 def run_folder_settings(run_dir: Path, resume_from: Path | None = None) -> dict[str, Any]:

@@ -38,7 +38,7 @@ def refuse_on_errors(name: str, findings: list[Finding]) -> None:
     if found:
         raise DexrlError(f"config {name} has {len(found)} error(s); nothing was started",
                          "fix them (`dexrl validate` with the same arguments lists them too)",
-                         details=[f.render() for f in found])
+                         details=[f.render() for f in found], code="config-invalid")
 
 
 def check_ray_address(ray_address: str | None) -> None:
@@ -128,10 +128,12 @@ def prepare(*, suite: str | None, model: str | None, config_name: str | None,
 
     if name and run_dir:
         raise DexrlError("--name and --run-dir both name the run folder",
-                         "pass one: --name NAME (runs/NAME) or --run-dir PATH")
+                         "pass one: --name NAME (runs/NAME) or --run-dir PATH",
+                         code="flags-name-run-dir")
     if ckpt and smoke:
         raise DexrlError("--smoke trains a tiny random model and takes no --ckpt",
-                         "drop --ckpt, or drop --smoke to train the checkpoint")
+                         "drop --ckpt, or drop --smoke to train the checkpoint",
+                         code="flags-smoke-ckpt")
     if ckpt:
         overrides = ckpt_overrides(resolve_ckpt(ckpt)) + overrides
     overlay = smoke_overlay(suite, config_name) if smoke else None
@@ -167,10 +169,11 @@ def start(new: NewRun, *, ray_address: str | None) -> DictConfig:
     missing = [f for f in new.findings if _is_smoke_path_warning(f)]
     if missing:
         raise DexrlError(f"{missing[0].message}; nothing was started", missing[0].hint,
-                         where=missing[0].where)
+                         where=missing[0].where, code="checkpoint-not-found")
     if not new.smoke and new.gpus == 0 and not ray_address:
         raise DexrlError("no CUDA GPU on this machine for a GPU placement; nothing was started",
-                         "try `dexrl train ... --smoke` for a CPU run, or run `dexrl doctor`")
+                         "try `dexrl train ... --smoke` for a CPU run, or run `dexrl doctor`",
+                         code="train-no-gpu")
     try:
         check_new_run_dir(new.target)
     except DexrlError as exc:  # say what happened to a run that was killed there
@@ -273,7 +276,7 @@ def start_resume(resumption: Resumption, *, ray_address: str | None) -> DictConf
         raise DexrlError(f"dexrl process {previous.pid} on {previous.host} is still running "
                          "this run", "wait for it to end or stop it (Ctrl-C), then resume; if "
                          f"that process is gone, delete {run_dir / STATE_FILE}",
-                         where=str(run_dir))
+                         where=str(run_dir), code="run-in-use")
     cfg = resolved(resumption.new)
     save_config(run_dir, cfg)
     return cfg
@@ -295,7 +298,7 @@ def apply_overrides(cfg: DictConfig, overrides: list[str]) -> DictConfig:
         if not add and OmegaConf.select(new, key, default=_MISSING) is _MISSING:
             raise DexrlError(f"unknown config key '{key}' in overrides",
                              "check the run's config.yaml, or prefix the override with + to add "
-                             "a key", where="overrides")
+                             "a key", where="overrides", code="override-unknown-key")
         parsed = OmegaConf.from_dotlist([f"{key}={value}"])
         with open_dict(new):
             OmegaConf.update(new, key, OmegaConf.select(parsed, key), merge=True, force_add=add)

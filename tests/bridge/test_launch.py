@@ -47,6 +47,7 @@ def test_node_wait_gives_up_naming_the_missing_nodes() -> None:
     with pytest.raises(DexrlError) as err:
         launch.wait_for_nodes(3, timeout_s=0.2, count_alive=lambda: 1, poll_s=0.05)
     assert time.monotonic() - start < 2
+    assert err.value.code == "ray-nodes-missing"
     assert "only 1 of 3 Ray nodes joined" in err.value.message
     assert "2 missing" in err.value.message and err.value.where == "cluster.num_nodes"
 
@@ -55,6 +56,7 @@ def test_a_private_ray_instance_cannot_hold_several_nodes() -> None:
     cfg = OmegaConf.create({"cluster": {"num_nodes": 2}})
     with pytest.raises(DexrlError, match=r"1 node\(s\) missing") as err:
         launch._check_nodes(cfg, address=None, node_wait_s=60)
+    assert err.value.code == "ray-address-needed"
     assert "--ray-address" in err.value.hint
 
 
@@ -104,8 +106,9 @@ def _checkpoint(run_dir: Path, step: int, complete: bool) -> Path:
 
 
 def test_latest_checkpoint_skips_incomplete_ones(tmp_path: Path) -> None:
-    with pytest.raises(DexrlError, match="no complete checkpoint"):
+    with pytest.raises(DexrlError) as err:
         latest_checkpoint(tmp_path)
+    assert err.value.code == "checkpoint-none-complete"
     _checkpoint(tmp_path, 2, complete=True)
     _checkpoint(tmp_path, 10, complete=True)
     _checkpoint(tmp_path, 11, complete=False)
@@ -119,12 +122,14 @@ def test_resume_point_must_be_complete_and_before_the_end(tmp_path: Path) -> Non
 
     assert launch._start_step(None) == 0
     assert launch._start_step(_checkpoint(tmp_path, 2, complete=True)) == 2
-    with pytest.raises(DexrlError, match="not a complete checkpoint"):
+    with pytest.raises(DexrlError) as err:
         launch._start_step(_checkpoint(tmp_path, 1, complete=False))
+    assert err.value.code == "checkpoint-incomplete"
     cfg = OmegaConf.create({"runner": {"max_steps": 3, "max_epochs": 1000}})
     assert check_steps_left(cfg, 2) == 3
-    with pytest.raises(DexrlError, match="already reached step 3 of 3"):
+    with pytest.raises(DexrlError, match="already reached step 3 of 3") as err:
         check_steps_left(cfg, launch._start_step(_checkpoint(tmp_path, 3, complete=True)))
+    assert err.value.code == "resume-nothing-left"
 
 
 def test_planned_steps_is_capped_by_epochs() -> None:
@@ -142,8 +147,9 @@ def test_run_folder_holds_logs_checkpoints_and_config(tmp_path: Path) -> None:
     from dexrl.bridge.workers import checkpoint_path
 
     assert checkpoint_path(cfg, 4) == checkpoints_dir(tmp_path) / "global_step_4"
-    with pytest.raises(DexrlError, match="no config.yaml"):
+    with pytest.raises(DexrlError, match="no config.yaml") as err:
         load_run_config(tmp_path / "elsewhere")
+    assert err.value.code == "run-no-config"
 
 
 def test_gl_backend_respects_the_user(monkeypatch: pytest.MonkeyPatch) -> None:
@@ -160,6 +166,7 @@ def test_a_missing_mujoco_is_named_not_reported_as_a_gl_failure(
     with pytest.raises(DexrlError, match="needs MuJoCo, which does not import: No module named "
                                          "'mujoco'") as err:
         launch.gl_backend(probe=True)
+    assert err.value.code == "libero-mujoco-import"
     assert "OpenGL" not in str(err.value) and "mujoco" in err.value.hint
 
 
@@ -188,6 +195,7 @@ def test_prepare_rejects_a_model_type_nobody_registers(monkeypatch: pytest.Monke
     cfg = OmegaConf.create({"actor": {"model": {"model_type": "dexrl_nobody"}}})
     with pytest.raises(DexrlError, match="'dexrl_nobody' is not registered") as err:
         launch.prepare(cfg, smoke=False)
+    assert err.value.code == "rlinf-model-type-unregistered"
     assert err.value.where == "actor.model.model_type"
 
 
@@ -255,6 +263,7 @@ def test_stall_names_the_worker_group_rlinf_waits_on(tmp_path: Path) -> None:
         supervisor.run(stuck_loop)
     release.set()
     assert time.monotonic() - start < 5
+    assert err.value.code == "training-stalled"
     assert "no progress for 1 s during start-up" in err.value.message
     assert "EnvGroup.interact" in err.value.message
 
@@ -308,5 +317,6 @@ def test_a_loop_error_becomes_a_dexrl_error(
     def loop() -> None:
         raise AssertionError("resume_dir /x/actor does not exist.")
 
-    with pytest.raises(DexrlError, match="stopped at step 0: AssertionError: resume_dir"):
+    with pytest.raises(DexrlError, match="stopped at step 0: AssertionError: resume_dir") as err:
         _supervisor(tmp_path, stall_s=30, seen=[]).run(loop)
+    assert err.value.code == "training-loop-failed"

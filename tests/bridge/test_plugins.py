@@ -113,7 +113,7 @@ def test_a_plugin_that_fails_to_import_is_named_and_pi0_still_works(
     assert "Traceback" not in result.output
     train = runner.invoke(app, ["train", "--suite", "libero_spatial", "--model", "plug_bad",
                                 "--smoke"])
-    assert train.exit_code == 2 and "failed to load" in train.output
+    assert train.exit_code == 2 and "[plugin-unusable]" in train.output
     ok = runner.invoke(app, ["validate", "--suite", "libero_spatial", "--model", "pi0"])
     assert ok.exit_code == 0, ok.output
     assert "dexbotic_pi0" in registry.register()
@@ -176,6 +176,7 @@ def test_an_invalid_declaration_is_named(install: Callable[..., Path], kwargs: d
     install("dexrl_plug_x", name="plug_x", **kwargs)
     with pytest.raises(DexrlError, match=message) as err:
         get_policy("plug_x")
+    assert err.value.code == "plugin-unusable"
     assert "dexrl-plug-x" in err.value.where
     assert "plug_x" not in policies() and "pi0" in policies()
 
@@ -193,6 +194,7 @@ def test_shadowing_a_builtin_needs_an_explicit_override(install: Callable[..., P
     install("dexrl_plug_pi", name="pi0")
     with pytest.raises(DexrlError, match="shadows dexrl's built-in 'pi0'") as err:
         get_policy("pi0")
+    assert err.value.code == "plugin-unusable"
     assert "dexrl-plug-pi" in err.value.where and "replaces_builtin=True" in err.value.hint
 
 

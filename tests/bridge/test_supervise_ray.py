@@ -63,8 +63,9 @@ def test_the_supervisor_stops_a_run_whose_worker_died(ray_without_dashboard: Non
                             on_progress=None, output=Output(tmp_path / "log", verbose=True),
                             log_hint="the log", health_check_s=0.2)
     start = time.monotonic()
-    with pytest.raises(DexrlError, match="RLinf worker DexrlEnv failed during step 1"):
+    with pytest.raises(DexrlError, match="RLinf worker DexrlEnv failed during step 1") as err:
         supervisor.run(lambda: release.wait(60))  # RLinf waiting on the dead worker forever
+    assert err.value.code == "training-worker-failed"
     release.set()
     assert time.monotonic() - start < 20
 

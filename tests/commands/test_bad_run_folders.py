@@ -222,4 +222,4 @@ def test_validate_fails_exactly_when_train_refuses(overrides: list[str], tmp_pat
                                                                   planned.output)
     assert checked.exit_code in (0, 2) and planned.exit_code in (0, 2)
     if planned.exit_code == 2:
-        assert "nothing was started" in planned.stderr
+        assert "[config-invalid]" in planned.stderr

@@ -46,21 +46,21 @@ def run(*args: object):
 
 
 @pytest.mark.parametrize(
-    ("args", "message"),
-    [(["--suite", "libero_100"], "unknown suite 'libero_100'"),
-     (["--suite", "libero_spatial", "--tasks", "3-11"], "task id(s) 10, 11 do not exist"),
-     (["--suite", "libero_goal"], "trained on libero_spatial, not libero_goal"),
-     (["--suite", "libero_spatial", "--episodes-per-task", "51"], "only 50 initial states"),
-     (["--suite", "libero_spatial", "--action-chunk", "9"], "--action-chunk is 9"),
-     (["--suite", "libero_spatial", "--video", "best"], "unknown video mode"),
-     (["--suite", "libero_spatial", "seed=4"], "set by dexrl eval itself"),
-     (["--suite", "libero_spatial", "--compare", "/no/results.json"], "results file not found")],
+    ("args", "code"),
+    [(["--suite", "libero_100"], "unknown-suite"),
+     (["--suite", "libero_spatial", "--tasks", "3-11"], "eval-task-out-of-range"),
+     (["--suite", "libero_goal"], "eval-suite-mismatch"),
+     (["--suite", "libero_spatial", "--episodes-per-task", "51"], "eval-too-many-episodes"),
+     (["--suite", "libero_spatial", "--action-chunk", "9"], "eval-value-out-of-range"),
+     (["--suite", "libero_spatial", "--video", "best"], "eval-video-mode-unknown"),
+     (["--suite", "libero_spatial", "seed=4"], "eval-env-override-owned"),
+     (["--suite", "libero_spatial", "--compare", "/no/results.json"], "results-not-found")],
 )
 def test_bad_input_is_one_error_and_writes_nothing(tiny_run: Path, tmp_path: Path,
-                                                   args: list[str], message: str) -> None:
+                                                   args: list[str], code: str) -> None:
     result = run("--ckpt", tiny_run, "--out", tmp_path / "out", *args)
     assert result.exit_code == 2, result.output
-    assert message in result.output
+    assert f"[{code}]" in result.output
     assert result.output.count("error:") == 1 and "Traceback" not in result.output
     assert not (tmp_path / "out").exists()
 
@@ -74,7 +74,7 @@ def test_missing_base_checkpoint(tiny_run: Path, tmp_path: Path) -> None:
     OmegaConf.save(cfg, run_dir / "config.yaml")
     result = run("--ckpt", run_dir, *SMALL)
     assert result.exit_code == 2, result.output
-    assert "base checkpoint" in result.output and "--base" in result.output
+    assert "[base-not-on-machine]" in result.output and "--base" in result.output
     assert not (run_dir / "eval").exists()
 
 
@@ -84,13 +84,13 @@ def test_missing_libero_assets(tiny_run: Path, tmp_path: Path,
 
     monkeypatch.setattr(dexrl.hub.libero_assets, "libero_assets_dir", lambda: tmp_path / "assets")
     result = run("--ckpt", tiny_run, "--out", tmp_path / "out", *SMALL)
-    assert result.exit_code == 2 and "LIBERO scene assets are not installed" in result.output
+    assert result.exit_code == 2 and "[libero-assets-missing]" in result.output
     assert not (tmp_path / "out").exists()
 
 
 def test_missing_checkpoint_path(tmp_path: Path) -> None:
     result = run("--ckpt", tmp_path / "nothing", *SMALL)
-    assert result.exit_code == 2 and "does not exist" in result.output
+    assert result.exit_code == 2 and "[checkpoint-not-found]" in result.output
 
 
 @needs_libero
@@ -115,7 +115,7 @@ def test_refuses_an_output_folder_with_another_evaluation(tiny_run: Path, tmp_pa
     out.mkdir()
     (out / "results.json").write_text("{}")
     result = run("--ckpt", tiny_run, "--out", out, *SMALL)
-    assert result.exit_code == 2 and "already holds another evaluation" in result.output
+    assert result.exit_code == 2 and "[eval-out-not-empty]" in result.output
     assert (out / "results.json").read_text() == "{}"
 
 

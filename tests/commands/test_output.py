@@ -68,16 +68,19 @@ def test_download_list_json(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> 
 
 
 @pytest.mark.parametrize(
-    ("args", "message"),
-    [(["--list", "Dexmal/libero-db-pi0"], "--list shows the known repositories"),
-     (["--list", "--json", "--force"], "--list shows the known repositories"),
-     (["--libero-assets", "--json"], "--libero-assets takes no REPO_ID, --include, --exclude or "
-                                     "--json"),
-     (["--json"], "which repository?")],
+    ("args", "code"),
+    [(["--list", "Dexmal/libero-db-pi0"], "flags-list-exclusive"),
+     (["--list", "--json", "--force"], "flags-list-exclusive"),
+     (["--libero-assets", "--json"], "flags-libero-assets-exclusive"),
+     (["--json"], "download-no-repo-id")],
 )
 def test_download_flag_combinations_that_make_no_sense(tmp_path: Path, args: list[str],
-                                                       message: str) -> None:
+                                                       code: str) -> None:
     result = runner.invoke(app, ["download", *args], env={"DEXRL_HOME": str(tmp_path)})
     assert result.exit_code == 2, result.output
-    assert message in result.stderr and "hint:" in result.stderr
-    assert result.stdout == "" and list(tmp_path.iterdir()) == []
+    assert f"[{code}]" in result.stderr and "hint:" in result.stderr
+    assert list(tmp_path.iterdir()) == []
+    if "--json" in args:  # a script reading stdout gets the failure as JSON
+        assert json.loads(result.stdout)["schema"] == "dexrl.error/1"
+    else:
+        assert result.stdout == ""

@@ -137,7 +137,7 @@ def test_old_run_folders_with_relative_paths_still_resolve(tiny_pi0_dir: Path, t
     (target / MANIFEST_FILE).write_text(json.dumps(manifest))
     result = run("export", target, "--out", "x")
     assert result.exit_code == 2
-    assert "does not exist on this machine" in result.stderr and "--base" in result.stderr
+    assert "[base-not-on-machine]" in result.stderr and "--base" in result.stderr
     assert not (elsewhere / "x").exists()
 
 
@@ -186,32 +186,32 @@ def test_train_dry_run_shows_the_run_folder_settings(elsewhere: Path) -> None:
 
 
 @pytest.mark.parametrize(
-    ("where", "message"),
-    [("missing", "run folder does not exist"), ("file", "a file, not a run folder"),
-     ("step", "a checkpoint folder, not a run folder"),
-     ("foreign", "not a dexrl run directory (no config.yaml)")],
+    ("where", "code"),
+    [("missing", "run-not-found"), ("file", "run-not-a-folder"),
+     ("step", "run-is-a-checkpoint-folder"),
+     ("foreign", "run-no-config")],
 )
 def test_resume_of_something_that_is_not_a_run(smoke_like_run: Path, tmp_path: Path,
-                                               where: str, message: str) -> None:
+                                               where: str, code: str) -> None:
     path = {"missing": tmp_path / "nope", "file": smoke_like_run / CONFIG_FILE,
             "step": smoke_like_run / "checkpoints" / "global_step_1", "foreign": tmp_path}[where]
     result = run("resume", path)
     assert result.exit_code == 2, result.output
-    assert message in result.stderr and "hint:" in result.stderr
+    assert f"[{code}]" in result.stderr and "hint:" in result.stderr
     assert "Traceback" not in result.output
     if where == "step":
         assert f"pass the run folder {smoke_like_run} (with --step 1" in result.stderr
 
 
 @pytest.mark.parametrize(
-    ("args", "message"),
-    [(["--name", "a/b"], "--name 'a/b' is not a folder name"),
-     (["--name", ".."], "is not a folder name"),
-     (["--name", "x", "--run-dir", "y"], "--name and --run-dir both name the run folder")],
+    ("args", "code"),
+    [(["--name", "a/b"], "run-name-invalid"),
+     (["--name", ".."], "run-name-invalid"),
+     (["--name", "x", "--run-dir", "y"], "flags-name-run-dir")],
 )
 def test_run_folder_names_that_are_not_names(elsewhere: Path, args: list[str],
-                                             message: str) -> None:
+                                             code: str) -> None:
     result = run("train", "--suite", "libero_spatial", "--model", "pi0", "--smoke", *args)
     assert result.exit_code == 2, result.output
-    assert message in result.stderr and "hint:" in result.stderr
+    assert f"[{code}]" in result.stderr and "hint:" in result.stderr
     assert list(elsewhere.iterdir()) == []

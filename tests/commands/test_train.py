@@ -91,7 +91,7 @@ def test_a_folder_whose_driver_was_killed_says_so(cwd: Path) -> None:
     write_killed_run(folder, 1)
     result = run("train", *SPATIAL_PI0, "--smoke", "--run-dir", str(folder))
     assert result.exit_code == 2
-    assert "already holds another run" in result.stderr
+    assert "[run-folder-not-empty]" in result.stderr
     assert ("the last run of this folder was interrupted during step 2" in result.stderr
             and "the last complete checkpoint is global_step_1" in result.stderr)
 
@@ -99,26 +99,26 @@ def test_a_folder_whose_driver_was_killed_says_so(cwd: Path) -> None:
 def test_dry_run_refuses_a_broken_config(cwd: Path) -> None:
     result = run("train", *SPATIAL_PI0, "--dry-run", "env.train.total_num_envs=63")
     assert result.exit_code == 2
-    assert "has 1 error(s); nothing was started" in result.stderr
+    assert "has 1 error(s); nothing was started [config-invalid]" in result.stderr
     assert "63 envs do not divide over 8 env processes" in result.stderr
 
 
 @pytest.mark.parametrize(
-    ("args", "message"),
+    ("args", "code"),
     [
-        (["--smoke", "--ckpt", "x"], "--smoke trains a tiny random model and takes no --ckpt"),
-        (["--ckpt", "/does/not/exist"], "checkpoint path does not exist: /does/not/exist"),
-        (["--ckpt", "Dexmal/libero-db-pi0"], "has no verified download"),
-        ([], "checkpoint not found at"),
-        (["--smoke", "--ray-address", "127.0.0.1:1"], "cannot reach the Ray cluster"),
-        (["--smoke", "runner.max_stepz=1"], "unknown config key 'runner.max_stepz'"),
+        (["--smoke", "--ckpt", "x"], "flags-smoke-ckpt"),
+        (["--ckpt", "/does/not/exist"], "checkpoint-not-found"),
+        (["--ckpt", "Dexmal/libero-db-pi0"], "hub-not-downloaded"),
+        ([], "checkpoint-not-found"),
+        (["--smoke", "--ray-address", "127.0.0.1:1"], "ray-unreachable"),
+        (["--smoke", "runner.max_stepz=1"], "override-unknown-key"),
     ],
 )
 def test_bad_input_is_refused_before_anything_starts(cwd: Path, args: list[str],
-                                                     message: str) -> None:
+                                                     code: str) -> None:
     result = run("train", *SPATIAL_PI0, "--run-dir", str(cwd / "run"), *args)
     assert result.exit_code == 2, result.output
-    assert message in result.stderr
+    assert f"[{code}]" in result.stderr
     assert "Traceback" not in result.output
     assert not (cwd / "run").exists()
 
@@ -126,7 +126,7 @@ def test_bad_input_is_refused_before_anything_starts(cwd: Path, args: list[str],
 def test_no_gpu_points_at_smoke_and_doctor(cwd: Path, tiny_pi0_dir: Path) -> None:
     result = run("train", *SPATIAL_PI0, "--ckpt", str(tiny_pi0_dir), "--run-dir", "r")
     assert result.exit_code == 2
-    assert "no CUDA GPU" in result.stderr and "--smoke" in result.stderr
+    assert "[train-no-gpu]" in result.stderr and "--smoke" in result.stderr
     assert "dexrl doctor" in result.stderr
     assert not (cwd / "r").exists()
 
@@ -145,7 +145,7 @@ def test_a_run_dir_holding_another_run_is_not_overwritten(cwd: Path) -> None:
     (cwd / "run" / "config.yaml").write_text("a: 1\n")
     result = run("train", *SPATIAL_PI0, "--smoke", "--run-dir", "run")
     assert result.exit_code == 2
-    assert "already holds another run" in result.stderr and "dexrl resume" in result.stderr
+    assert "[run-folder-not-empty]" in result.stderr and "dexrl resume" in result.stderr
     assert (cwd / "run" / "config.yaml").read_text() == "a: 1\n"
     assert sorted(p.name for p in (cwd / "run").iterdir()) == ["config.yaml"]
 
@@ -169,37 +169,37 @@ def test_resume_refuses_changes_to_the_experiment_with_a_diff(cwd: Path) -> None
     run_dir = fake_run(cwd / "run", {1: True})
     result = run("resume", str(run_dir), "runner.max_steps=3", "actor.optim.lr=1e-3")
     assert result.exit_code == 2
-    assert "1 override(s) change the experiment" in result.stderr
+    assert "[resume-unsafe-changes]" in result.stderr
     assert "actor.optim.lr: 5e-06 -> 0.001" in result.stderr
     assert "--allow-changes" in result.stderr
 
 
 @pytest.mark.parametrize(
-    ("steps", "args", "message"),
+    ("steps", "args", "code"),
     [
-        ({}, [], "no complete checkpoint to resume from"),
-        ({1: True, 2: False}, ["--step", "2"], "the checkpoint at step 2 is incomplete"),
-        ({1: True}, ["--step", "5"], "no checkpoint at step 5"),
-        ({1: True}, [], "the run already reached step 1 of 1"),
-        ({1: True}, ["runner.max_stepz=3"], "unknown config key 'runner.max_stepz'"),
+        ({}, [], "checkpoint-none-complete"),
+        ({1: True, 2: False}, ["--step", "2"], "checkpoint-incomplete"),
+        ({1: True}, ["--step", "5"], "checkpoint-step-not-found"),
+        ({1: True}, [], "resume-nothing-left"),
+        ({1: True}, ["runner.max_stepz=3"], "override-unknown-key"),
         ({1: True}, ["runner.max_steps=3", "env.train.total_num_envs=0"],
-         "change the experiment"),
+         "resume-unsafe-changes"),
     ],
 )
 def test_resume_refusals(cwd: Path, steps: dict[int, bool], args: list[str],
-                         message: str) -> None:
+                         code: str) -> None:
     run_dir = fake_run(cwd / "run", steps)
     before = sorted(str(p) for p in run_dir.rglob("*"))
     result = run("resume", f"{run_dir}/", *args)
     assert result.exit_code == 2, result.output
-    assert message in result.stderr
+    assert f"[{code}]" in result.stderr
     assert sorted(str(p) for p in run_dir.rglob("*")) == before
 
 
 def test_resume_needs_a_run_folder(cwd: Path) -> None:
     result = run("resume", str(cwd))
     assert result.exit_code == 2
-    assert "not a dexrl run directory" in result.stderr
+    assert "[run-no-config]" in result.stderr
 
 
 def test_safe_resume_changes_are_accepted() -> None:

@@ -104,16 +104,18 @@ def test_out_folder_guard(tiny_run: Path, tmp_path: Path) -> None:
     source = resolve_checkpoint(tiny_run)
     out = tmp_path / "out"
     export_checkpoint(source, out)
-    with pytest.raises(DexrlError, match="not empty") as err:
+    with pytest.raises(DexrlError) as err:
         export_checkpoint(source, out)
+    assert err.value.code == "export-out-not-empty"
     assert "--overwrite" in err.value.hint
     export_checkpoint(source, out, overwrite=True, keep_value_head=True)
     assert (out / "value_head.safetensors").is_file()
     foreign = tmp_path / "home"
     foreign.mkdir()
     (foreign / "thesis.tex").write_text("precious")
-    with pytest.raises(DexrlError, match="not a dexrl export"):
+    with pytest.raises(DexrlError) as err:
         export_checkpoint(source, foreign, overwrite=True)
+    assert err.value.code == "export-out-foreign-files"
     assert (foreign / "thesis.tex").read_text() == "precious"
 
 
@@ -123,15 +125,17 @@ def test_failed_export_writes_nothing(tiny_run: Path, tmp_path: Path) -> None:
     state = torch.load(weights, weights_only=True)
     state["model.llm.layers.0.mlp.up_proj.weight"] = torch.zeros(3, 3)
     torch.save(state, weights)
-    with pytest.raises(DexrlError, match="do not match the base") as err:
+    with pytest.raises(DexrlError) as err:
         export_checkpoint(resolve_checkpoint(run), tmp_path / "out")
+    assert err.value.code == "base-weights-mismatch"
     assert any("up_proj" in d for d in err.value.details)
     assert sorted(p.name for p in tmp_path.iterdir()) == ["run"]
 
 
 def test_dexbotic_checkpoint_is_refused(tiny_pi0_dir: Path, tmp_path: Path) -> None:
-    with pytest.raises(DexrlError, match="already a Dexbotic checkpoint"):
+    with pytest.raises(DexrlError) as err:
         export_checkpoint(resolve_checkpoint(tiny_pi0_dir), tmp_path / "out")
+    assert err.value.code == "export-already-dexbotic"
 
 
 def results_for(source_path: str, step: int, run_dir: Path, rate_ok: int) -> dict:
@@ -198,7 +202,9 @@ def test_push_to_hub_errors_are_dexrl_errors(tmp_path: Path) -> None:
             response.status_code = 401
             raise HfHubHTTPError("401 Client Error", response=response)
 
-    with pytest.raises(DexrlError, match="refused"):
+    with pytest.raises(DexrlError) as err:
         push_to_hub(tmp_path, "me/x", api=Refusing(tmp_path))
-    with pytest.raises(DexrlError, match="not a Hugging Face repo id"):
+    assert err.value.code == "hub-auth-refused"
+    with pytest.raises(DexrlError) as err:
         push_to_hub(tmp_path, "not a repo", api=LocalHub(tmp_path))
+    assert err.value.code == "hub-repo-id-invalid"

