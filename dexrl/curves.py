@@ -13,9 +13,7 @@ from pathlib import Path
 
 from dexrl.errors import DexrlError
 from dexrl.runs import durable
-
-TENSORBOARD = "tensorboard"
-CURVES = "curves.png"
+from dexrl.runs.layout import CURVES, TENSORBOARD
 
 # How RLinf splits a step's time (its ``time/*`` metrics), coarsest level only.
 TIME_SPLIT = (

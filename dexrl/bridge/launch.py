@@ -20,7 +20,7 @@ from dexrl.bridge.registry import EXT_MODULE
 from dexrl.bridge.supervise import FailureSignal, Output, Progress, Supervisor
 from dexrl.errors import DexrlError
 from dexrl.runs.checkpoints import is_complete
-from dexrl.runs.layout import LOG_FILE, checkpoint_step, checkpoints_dir
+from dexrl.runs.layout import LOG_FILE, WORKER_LOGS, checkpoint_step, checkpoints_dir
 from dexrl.runs.resume_rules import check_steps_left, planned_steps
 from dexrl.runs.settings import check_run_folder
 from dexrl.runs.state import watch_private_ray
@@ -214,7 +214,7 @@ def _create_cluster(cfg: DictConfig, address: str | None) -> Any:
     try:
         log_dir = None
         if cfg.runner.get("per_worker_log", False):
-            log_dir = os.path.join(cfg.runner.logger.log_path, "worker_logs")
+            log_dir = os.path.join(cfg.runner.logger.log_path, WORKER_LOGS)
         return Cluster(cluster_cfg=cfg.cluster, distributed_log_dir=log_dir)
     finally:
         if previous is None:

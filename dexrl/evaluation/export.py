@@ -28,6 +28,7 @@ from dexrl.evaluation.sources import (
 )
 from dexrl.hub.manifest import MANIFEST_NAME
 from dexrl.runs import durable
+from dexrl.runs.layout import EVALS
 
 WEIGHTS_FILE = "model.safetensors"
 VALUE_HEAD_FILE = "value_head.safetensors"
@@ -201,10 +202,10 @@ def _manifest(source: CheckpointSource, tensors: int, from_base: list[str], valu
 
 def find_results(source: CheckpointSource) -> Path | None:
     """The newest results.json under ``RUN_DIR/eval`` that evaluated this checkpoint's step."""
-    if source.run_dir is None or not (source.run_dir / "eval").is_dir():
+    if source.run_dir is None or not (source.run_dir / EVALS).is_dir():
         return None
     found = []
-    for path in (source.run_dir / "eval").rglob(RESULTS_FILE):
+    for path in (source.run_dir / EVALS).rglob(RESULTS_FILE):
         try:
             data = json.loads(path.read_text(encoding="utf-8"))
         except (OSError, ValueError):

@@ -24,6 +24,7 @@ from dexrl.evaluation.settings import EvalSettings, env_config, resolve_settings
 from dexrl.evaluation.sources import CheckpointSource, load_eval_policy, resolve_checkpoint
 from dexrl.evaluation.videos import VideoRecorder, write_gallery
 from dexrl.runs import durable
+from dexrl.runs.layout import eval_dir
 from dexrl.vec_env import Episode
 
 
@@ -95,7 +96,7 @@ def default_out(source: CheckpointSource, suite: str) -> Path:
     """``RUN_DIR/eval/global_step_N-<suite>`` for RLinf checkpoints (``dexrl export`` finds it
     there for the model card), else ``eval/<checkpoint name>-<suite>-<time>``."""
     if source.run_dir is not None and source.step is not None:
-        return source.run_dir / "eval" / f"global_step_{source.step}-{suite}"
+        return eval_dir(source.run_dir, source.step, suite)
     return Path("eval") / f"{source.model_dir.name}-{suite}-{time.strftime('%Y%m%d-%H%M%S')}"
 
 

@@ -24,6 +24,11 @@ CONFIG_FILE = "config.yaml"
 MANIFEST_FILE = "manifest.json"
 WANDB_ID_FILE = "wandb_run_id"
 LOG_FILE = Path("logs") / "driver.log"
+WORKER_LOGS = "worker_logs"  # RLinf's per-worker logs (runner.per_worker_log)
+TENSORBOARD = "tensorboard"  # RLinf's TensorBoard events (runner.logger.log_path = RUN_DIR)
+CURVES = "curves.png"
+SMOKE_CHECKPOINT = "smoke-checkpoint"  # --smoke's tiny random checkpoint
+EVALS = "eval"  # `dexrl eval` of the run's checkpoints
 CHECKPOINTS = "checkpoints"
 STEP_PREFIX = "global_step_"
 MARKER = "dexrl_complete.json"  # written last, after RLinf's save returned
@@ -68,6 +73,11 @@ def step_dir(run_dir: Path, step: int) -> Path:
 def run_of_step(step_folder: Path) -> Path:
     """The run folder a ``<run>/checkpoints/global_step_N`` folder belongs to."""
     return Path(step_folder).parent.parent
+
+
+def eval_dir(run_dir: Path, step: int, suite: str) -> Path:
+    """Where ``dexrl eval`` of global step ``step`` writes: ``eval/global_step_N-<suite>``."""
+    return Path(run_dir) / EVALS / f"{STEP_PREFIX}{step}-{suite}"
 
 
 def rlinf_step_dir(log_path: str, experiment_name: str, step: int) -> Path:

@@ -16,6 +16,7 @@ from typing import TYPE_CHECKING
 
 from dexrl.catalog import get_policy, load_reference, smoke_overlay
 from dexrl.errors import DexrlError, Finding, errors
+from dexrl.runs.layout import SMOKE_CHECKPOINT
 
 if TYPE_CHECKING:
     from omegaconf import DictConfig
@@ -24,7 +25,6 @@ if TYPE_CHECKING:
     from dexrl.runs.checkpoints import Checkpoint
     from dexrl.training.plan import Plan
 
-SMOKE_CHECKPOINT = "smoke-checkpoint"
 
 
 def ckpt_overrides(path: Path) -> list[str]:

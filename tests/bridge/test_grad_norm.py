@@ -55,6 +55,7 @@ def _rank(rank: int, port: int, results: dict) -> None:
         dist.destroy_process_group()
 
 
+@pytest.mark.spawns
 def test_two_rank_fsdp2_grad_norm_is_the_whole_gradients() -> None:
     """Without the group each rank reports its own shard's norm (what RLinf 0.3.0 clipped by);
     with it, both ranks get the norm of the full, rank-averaged gradient."""

@@ -60,6 +60,7 @@ def test_a_private_ray_instance_cannot_hold_several_nodes() -> None:
     assert "--ray-address" in err.value.hint
 
 
+@pytest.mark.slow
 def test_attaching_waits_for_real_ray_nodes_then_gives_up(tmp_path: Path) -> None:
     """A one-node Ray cluster started here (our own process) cannot satisfy num_nodes=2."""
     # Token authentication (Ray's default for new clusters) would need the token exported here.
@@ -159,6 +160,7 @@ def test_gl_backend_respects_the_user(monkeypatch: pytest.MonkeyPatch) -> None:
     assert launch.gl_backend(probe=False) == "egl"
 
 
+@pytest.mark.spawns
 def test_a_missing_mujoco_is_named_not_reported_as_a_gl_failure(
         monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
     monkeypatch.delenv("MUJOCO_GL", raising=False)
@@ -217,6 +219,7 @@ print("after the block: terminal again")
 """
 
 
+@pytest.mark.spawns
 def test_output_goes_to_the_log_except_what_dexrl_says(tmp_path: Path) -> None:
     log = tmp_path / "logs" / "driver.log"
     done = subprocess.run([sys.executable, "-c", ROUTING_SCRIPT, str(log)],

@@ -207,6 +207,7 @@ def test_an_explicit_override_replaces_the_builtin(install: Callable[..., Path])
     assert get_policy("dm0").distribution == "dexrl"
 
 
+@pytest.mark.slow
 def test_a_ray_worker_discovers_the_plugin_through_register(
     install: Callable[..., Path],
 ) -> None:

@@ -26,6 +26,7 @@ CONTROL_BAND = 0.2  # the control's return moved less than this on every seed me
 STEPS = 20
 
 
+@pytest.mark.spawns
 def test_reach_runs_through_rlinf_and_draws_curves(tmp_path: Path) -> None:
     """Two global steps: the task, RLinf's workers, metrics in TensorBoard, curves.png; with
     LIBERO, robosuite and MuJoCo hidden, since a task that renders nothing must not need them."""

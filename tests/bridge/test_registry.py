@@ -13,6 +13,8 @@ from dexrl.bridge import registry
 from dexrl.bridge.roundtrip import check_registration, first_failure
 from dexrl.errors import DexrlError
 
+pytestmark = pytest.mark.spawns  # Ray: one private instance for the module
+
 
 def test_register_makes_dexrl_types_resolve_with_dexrl_builders() -> None:
     import rlinf.models

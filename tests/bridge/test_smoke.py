@@ -128,6 +128,7 @@ def _session_leftovers(session_id: int) -> list[str]:
     return left
 
 
+@pytest.mark.spawns
 def test_cli_smoke_trains_one_step_then_resumes_at_the_next(tmp_path: Path) -> None:
     run_dir = tmp_path / "run"
     train = run_process([DEXRL, "train", "--suite", "libero_spatial", "--model", "pi0", "--smoke",

@@ -19,6 +19,8 @@ from dexrl.bridge import supervise
 from dexrl.bridge.supervise import FailureSignal, Output, Progress, Supervisor
 from dexrl.errors import DexrlError
 
+pytestmark = pytest.mark.spawns  # Ray: one private instance for the module
+
 
 @pytest.fixture(scope="module")
 def ray_without_dashboard() -> Iterator[None]:

@@ -142,6 +142,7 @@ KILLER = textwrap.dedent("""
 """)
 
 
+@pytest.mark.spawns
 @pytest.mark.parametrize(("point", "picked"), [("while syncing the checkpoint", 1),
                                                ("before rename", 1), ("after rename", 2),
                                                ("never", 2)])

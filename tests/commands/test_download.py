@@ -437,6 +437,7 @@ def _cli(args: list[str], env: dict[str, str]) -> subprocess.CompletedProcess:
                           text=True, env={**os.environ, **env}, timeout=120)
 
 
+@pytest.mark.spawns
 def test_hub_variables_set_before_import_are_honoured(hub, home) -> None:
     """huggingface_hub reads HF_ENDPOINT/HF_HUB_OFFLINE at import: check a fresh process."""
     env = {"HF_ENDPOINT": hub.url, "DEXRL_HOME": str(home),

@@ -93,6 +93,7 @@ def test_missing_checkpoint_path(tmp_path: Path) -> None:
     assert result.exit_code == 2 and "[checkpoint-not-found]" in result.output
 
 
+@pytest.mark.spawns
 @needs_libero
 def test_a_stale_libero_config_is_named(tiny_run: Path, tmp_path: Path) -> None:
     stale = tmp_path / "libero-config"
@@ -146,6 +147,7 @@ def episodes_of(out: Path) -> list[tuple]:
             for e in data["episodes"]]
 
 
+@pytest.mark.spawns
 @needs_libero
 def test_eval_on_libero(first_eval: tuple[Path, str, str, Path], tiny_run: Path,
                         tiny_pi0_dir: Path) -> None:
@@ -183,6 +185,7 @@ def test_eval_on_libero(first_eval: tuple[Path, str, str, Path], tiny_run: Path,
     assert not list(out.glob(".*"))  # no temporary files left
 
 
+@pytest.mark.spawns
 @needs_libero
 def test_export_round_trip_gives_identical_actions(first_eval: tuple, tiny_run: Path,
                                                    tmp_path: Path) -> None:

@@ -25,6 +25,7 @@ def piped(*args: str, home: Path) -> subprocess.CompletedProcess:
     return subprocess.run([DEXRL, *args], env=env, capture_output=True, text=True, timeout=120)
 
 
+@pytest.mark.spawns
 def test_download_list_through_a_pipe_is_not_truncated(tmp_path: Path) -> None:
     from dexrl.hub.repos import KNOWN_REPOS
 
@@ -35,6 +36,7 @@ def test_download_list_through_a_pipe_is_not_truncated(tmp_path: Path) -> None:
         assert repo.repo_id in done.stdout and repo.description in done.stdout
 
 
+@pytest.mark.spawns
 def test_configs_json_through_a_pipe(tmp_path: Path) -> None:
     done = piped("configs", "--json", home=tmp_path)
     assert done.returncode == 0, done.stderr

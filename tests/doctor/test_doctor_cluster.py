@@ -137,6 +137,7 @@ def test_unreachable_address_is_bad_input() -> None:
         check_address("not-an-address", timeout=2)
 
 
+@pytest.mark.spawns
 def test_a_port_that_is_not_ray_is_bad_input_not_a_hang() -> None:
     """ray.init waits forever on such a port; the check gives up after its timeout."""
     with socket.socket() as sock:

@@ -84,6 +84,7 @@ def test_device_ids_follow_cuda_visible_devices() -> None:
     assert facts(gpus=gpus(2), visible=None).device_ids() == ["0", "1"]
 
 
+@pytest.mark.spawns
 def test_real_probe_on_this_machine_fails_clearly_without_a_gpu() -> None:
     real = probe_cuda(timeout=120)
     if real.available:

@@ -23,6 +23,8 @@ from dexrl.doctor.cluster import (
 )
 from dexrl.doctor.extension import check_roundtrip, probe_roundtrip
 
+pytestmark = pytest.mark.spawns  # Ray: one private instance for the module
+
 
 @pytest.fixture(scope="module")
 def private_ray() -> Iterator[tuple[str, float]]:

@@ -104,6 +104,7 @@ def test_config_row() -> None:
     assert check_config("cfg", []).status == "ok"
 
 
+@pytest.mark.spawns
 def test_a_config_that_renders_nothing_skips_the_render_and_libero_areas() -> None:
     from dexrl.config.compose import compose
 

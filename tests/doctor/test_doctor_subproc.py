@@ -9,6 +9,8 @@ import pytest
 
 from dexrl.subproc import ProbeError, run_probe
 
+pytestmark = pytest.mark.spawns  # every case runs a child interpreter
+
 TARGETS = '''
 import os, time
 

@@ -102,6 +102,7 @@ def _preprocess_in_child(queue: object) -> None:
     queue.put(ImagePreprocessor(size=(16, 16))(_frames(4, 20, 20)).shape)  # type: ignore[attr-defined]
 
 
+@pytest.mark.spawns
 def test_resize_pool_survives_fork() -> None:
     import multiprocessing
 

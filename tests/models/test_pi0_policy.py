@@ -124,6 +124,7 @@ def test_bad_predict_arguments(policy: Pi0Policy) -> None:
     assert err.value.code == "policy-num-steps-invalid"
 
 
+@pytest.mark.spawns
 def test_package_import_is_light() -> None:
     code = (
         "import sys, dexrl.models; print(any(m in sys.modules for m in ('torch', 'transformers')))"

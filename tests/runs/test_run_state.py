@@ -94,6 +94,7 @@ def test_the_next_launch_reaps_what_a_killed_driver_left(
     assert other.poll() is None
 
 
+@pytest.mark.spawns
 def test_the_reaper_kills_the_private_ray_as_soon_as_the_driver_is_gone(
         procs: list[subprocess.Popen[bytes]]) -> None:
     driver = spawn(procs, "sleep 60")
