@@ -13,7 +13,7 @@ install:
 	# PyPI's torchvision is built against another torch and breaks transformers' image processors
 	# beside the local CPU torch; nothing dexrl uses needs it.
 	$(PIP) uninstall --quiet --yes torchvision
-	$(BIN)/python -m dexrl.libero_assets
+	$(BIN)/python -m dexrl.hub.libero_assets
 
 test:
 	$(BIN)/python -m pytest -q -m "not slow and not gpu"

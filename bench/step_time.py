@@ -41,7 +41,7 @@ from dexrl.bridge.libero_env import prepare_process
 prepare_process()
 from dexrl.bridge.registry import register
 register()
-from dexrl.config import compose
+from dexrl.config.compose import compose
 from rlinf.envs.libero.libero_env import LiberoEnv
 cfg = compose("libero_spatial_ppo_dexbotic_pi0", ["+smoke=cpu", *sys.argv[1:]]).env.train
 t = time.perf_counter()

@@ -66,6 +66,7 @@ def get_suite(name: str) -> Suite:
         f"unknown suite '{name}'.{did_you_mean(name, list(SUITES))}",
         f"use one of: {', '.join(SUITES)}",
         where="--suite",
+        code="unknown-suite",
     )
 
 
@@ -88,6 +89,7 @@ def get_policy(name: str) -> Policy:
         f"unknown model '{name}'.{did_you_mean(name, list(known))}",
         f"use one of: {', '.join(known)}",
         where="--model",
+        code="unknown-model",
     )
 
 

@@ -38,6 +38,8 @@ VERBS: dict[str, tuple[str, str]] = {
              "Draw runs' learning curves (success, return, losses, KL, time split) as one PNG."),
 }
 _CONTEXT = {"help_option_names": ["-h", "--help"]}
+_JSON_META = "dexrl.json"  # ctx.meta key: the running verb was given --json
+ERROR_SCHEMA = "dexrl.error/1"
 
 
 def _cheap_help_option(option: Any) -> Any:
@@ -66,6 +68,13 @@ class _VerbCommand(TyperCommand):
             pieces.append(name + ("..." if param.nargs != 1 else ""))
         return pieces
 
+    def invoke(self, ctx: Any) -> Any:  # click's signature
+        # The one error handler (_DexrlGroup.invoke) answers a verb given --json in JSON too.
+        json_flag = next((p.name for p in self.params if "--json" in getattr(p, "opts", ())),
+                         None)
+        ctx.meta[_JSON_META] = bool(json_flag and ctx.params.get(json_flag))
+        return super().invoke(ctx)
+
     def format_epilog(self, ctx: Any, formatter: Any) -> None:  # click's signature
         if self.epilog:
             formatter.write("\n" + "\n".join(f"  {line}".rstrip()
@@ -91,7 +100,8 @@ class _DexrlGroup(TyperGroup):
     """Lazy verbs, and every expected failure rendered once: ``error:``/``hint:``, exit 2.
 
     That covers DexrlError from any command and click's usage errors (unknown verbs and flags,
-    missing or invalid values).
+    missing or invalid values). A DexrlError of a verb given ``--json`` is also printed as a
+    ``dexrl.error/1`` document on stdout, so a script reading stdout gets JSON either way.
     """
 
     def __init__(self, **attrs: Any) -> None:
@@ -123,6 +133,10 @@ class _DexrlGroup(TyperGroup):
             return super().invoke(ctx)
         except DexrlError as exc:
             typer.echo(exc.render(), err=True)
+            if ctx.meta.get(_JSON_META):
+                from dexrl.console import print_json
+
+                print_json(ERROR_SCHEMA, **exc.document())
             raise typer.Exit(exc.exit_code) from None
         except typer.TyperException as exc:
             _usage_error(exc, ctx)

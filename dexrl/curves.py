@@ -11,11 +11,9 @@ from __future__ import annotations
 from dataclasses import dataclass
 from pathlib import Path
 
-from dexrl import durable
 from dexrl.errors import DexrlError
-
-TENSORBOARD = "tensorboard"
-CURVES = "curves.png"
+from dexrl.runs import durable
+from dexrl.runs.layout import CURVES, TENSORBOARD
 
 # How RLinf splits a step's time (its ``time/*`` metrics), coarsest level only.
 TIME_SPLIT = (
@@ -68,17 +66,17 @@ def read_run(run_dir: Path, label: str | None = None) -> RunCurves:
     run_dir = Path(run_dir)
     if not run_dir.exists():
         raise DexrlError("no such run folder", "pass a run folder, e.g. runs/<name>",
-                         where=str(run_dir))
+                         where=str(run_dir), code="run-not-found")
     if not run_dir.is_dir():
         raise DexrlError("not a run folder (a file)",
                          "pass the run folder that holds tensorboard/, e.g. runs/<name>",
-                         where=str(run_dir))
+                         where=str(run_dir), code="run-not-a-folder")
     files = event_files(run_dir)
     if not files:
         raise DexrlError(f"no TensorBoard event files in {run_dir / TENSORBOARD}",
                          "pass a folder written by `dexrl train` with the tensorboard logger "
                          "(runner.logger.logger_backends includes tensorboard) after its first "
-                         "step", where=str(run_dir))
+                         "step", where=str(run_dir), code="plot-no-event-files")
     points: dict[str, dict[int, float]] = {}
     for path in files:  # sorted by name: event files of a resumed run come later
         for tag, step, value in _scalars(path):
@@ -86,7 +84,7 @@ def read_run(run_dir: Path, label: str | None = None) -> RunCurves:
     if not points:
         raise DexrlError("the event files hold no scalars yet",
                          "wait for the run's first global step to finish, then plot again",
-                         where=str(run_dir))
+                         where=str(run_dir), code="plot-no-scalars")
     series = {tag: (sorted(by_step), [by_step[s] for s in sorted(by_step)])
               for tag, by_step in points.items()}
     return RunCurves(label or _label(run_dir), series)
@@ -125,18 +123,19 @@ def plot_runs(run_dirs: list[Path], out: Path | None = None) -> Path:
         out = run_dirs[0] / CURVES if len(run_dirs) == 1 else Path(CURVES)
     if out.suffix.lower() != ".png":
         raise DexrlError(f"the output must be a .png file, not '{out.name}'",
-                         "pass --out FILE.png", where="--out")
+                         "pass --out FILE.png", where="--out", code="plot-out-not-png")
     if not out.parent.is_dir():
         raise DexrlError("the output's folder does not exist",
                          "create it first or pass --out in an existing folder",
-                         where=str(out.parent))
+                         where=str(out.parent), code="plot-out-folder-missing")
     return draw(runs, out)
 
 
 def draw(runs: list[RunCurves], out: Path) -> Path:
     """Draw the panels of :data:`PANELS` and the time split into one PNG, runs overlaid.
 
-    The file is written durably (:mod:`dexrl.durable`), so a reader (or a crash) never sees half
+    The file is written durably (:mod:`dexrl.runs.durable`), so a reader (or a crash) never sees
+    half
     a PNG.
     """
     import matplotlib

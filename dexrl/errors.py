@@ -1,14 +1,21 @@
-"""The one error type users see: what is wrong, where, and how to fix it."""
+"""What users see when something is wrong: :class:`DexrlError` (stops a command; what, where,
+the fix and a stable code) and :class:`Finding` (one problem a check found)."""
 
 from __future__ import annotations
 
+from dataclasses import dataclass
+from typing import Any, Literal
+
 
 class DexrlError(Exception):
-    """An expected failure, rendered as ``error: <what>`` + ``hint: <fix>`` with exit code 2.
+    """An expected failure, rendered as ``error: <what> [<code>]`` + ``hint: <fix>``, exit code 2.
 
     Args:
         message: What is wrong, in one line.
         hint: The next step that fixes it.
+        code: The failure's stable name, kebab-case with a family prefix (``run-folder-not-empty``,
+            ``hub-repo-not-found``): a literal at the raise site, listed in docs/errors.md. The
+            message and hint may be reworded; the code stays.
         where: Optional location (file, config key, flag) the problem was found at.
         details: Optional extra lines (e.g. every problem found by a check run).
     """
@@ -20,21 +27,74 @@ class DexrlError(Exception):
         message: str,
         hint: str | None = None,
         *,
+        code: str,
         where: str | None = None,
         details: list[str] | None = None,
     ) -> None:
         super().__init__(message)
         self.message = message
         self.hint = hint
+        self.code = code
         self.where = where
         self.details = details or []
+
+    def __reduce__(self) -> tuple[Any, ...]:
+        # Exception pickles as cls(*args), which would lose the keyword-only code (Ray and
+        # multiprocessing pickle exceptions across processes); rebuild from the attributes.
+        return _rebuild, (type(self), self.args), self.__dict__
 
     def render(self) -> str:
         """Return the text printed on stderr."""
         head = f"error: {self.message}"
         if self.where:
             head = f"error: {self.where}: {self.message}"
-        lines = [head, *(f"  {d}" for d in self.details)]
+        lines = [f"{head} [{self.code}]", *(f"  {d}" for d in self.details)]
         if self.hint:
             lines.append(f"hint: {self.hint}")
         return "\n".join(lines)
+
+    def document(self) -> dict[str, Any]:
+        """The ``--json`` error document's fields (the CLI adds ``"schema": "dexrl.error/1"``)."""
+        return {"code": self.code, "message": self.message, "where": self.where,
+                "hint": self.hint, "details": list(self.details)}
+
+
+def _rebuild(cls: type[DexrlError], args: tuple[Any, ...]) -> DexrlError:
+    error = cls.__new__(cls)
+    Exception.__init__(error, *args)
+    return error
+
+
+Level = Literal["error", "warning"]
+
+
+@dataclass(frozen=True)
+class Finding:
+    """One problem found by a check.
+
+    Attributes:
+        level: ``error`` stops a launch; ``warning`` only informs (``--strict`` promotes it).
+        where: The config key, file or flag the problem is at.
+        message: What is wrong.
+        hint: How to fix it.
+    """
+
+    level: Level
+    where: str
+    message: str
+    hint: str
+
+    def render(self) -> str:
+        """One line for the terminal."""
+        return f"{self.where}: {self.message} (fix: {self.hint})"
+
+
+def errors(findings: list[Finding]) -> list[Finding]:
+    """The findings that stop a launch."""
+    return [f for f in findings if f.level == "error"]
+
+
+def one_line(exc: BaseException) -> str:
+    """``Type: message`` of an exception on one line."""
+    text = " ".join(str(exc).split())
+    return f"{type(exc).__name__}: {text}" if text else type(exc).__name__

@@ -1,15 +1,6 @@
 """Policies from other distributions: entry points in the ``dexrl.policies`` group.
 
-A plugin declares, in its packaging metadata::
-
-    [project.entry-points."dexrl.policies"]
-    my_policy = "my_policy.declaration:POLICY"
-
-where ``POLICY`` is a :class:`dexrl.catalog.Policy`. Loading an entry point imports only the
-declaration module, so discovery is cheap enough for ``dexrl validate`` and for every Ray worker
-(:func:`dexrl.bridge.registry.register` runs it there too). A plugin that cannot be loaded or
-declares something invalid becomes a :class:`PluginProblem`: it is left out, the other policies
-stay usable, and choosing one of its names raises its error.
+Design notes: docs/design/policy-adapters.md and docs/adding-a-policy.md.
 """
 
 from __future__ import annotations
@@ -48,7 +39,8 @@ class PluginProblem:
     def error(self) -> DexrlError:
         """The DexrlError shown when one of its names is chosen."""
         dists = ", ".join(self.distributions)
-        return DexrlError(self.message, self.hint, where=f"{GROUP} plugin(s) from {dists}")
+        return DexrlError(self.message, self.hint, where=f"{GROUP} plugin(s) from {dists}",
+                          code="plugin-unusable")
 
 
 @dataclass(frozen=True)

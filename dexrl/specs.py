@@ -67,7 +67,7 @@ class ModelSpec:
         check_tensors: ``"module:function"``, the deep checkpoint check ``download`` and
             ``doctor --ckpt`` run on the weight headers:
             ``function(config, tensors, *, config_source, weights_source) -> list[Finding]``
-            (``tensors``: name -> :class:`dexrl.checks.weights.TensorInfo`). None: not checked.
+            (``tensors``: name -> :class:`dexrl.hub.weights.TensorInfo`). None: not checked.
         check_config: ``"module:function"``, model-specific config checks ``validate`` runs:
             ``function(cfg) -> list[Finding]``. None: none.
         inference: ``"module:Class"``, the inference policy ``eval`` loads with
@@ -153,14 +153,14 @@ PI0 = ModelSpec(
     preprocessor=True, norm_stats=True, params=(3.24e9, 0.314e9),
     prefix_kv_bytes=18 * 2 * 1 * 256 * 560 * 2,
     extra_keys="dexrl.models.pi0.loader:ALLOWED_EXTRA_KEYS",
-    check_tensors="dexrl.checks.weights:check_pi0_tensors",
+    check_tensors="dexrl.hub.weights:check_pi0_tensors",
     inference="dexrl.models.pi0.policy:Pi0Policy",
 )
 DM0 = ModelSpec(
     tokenizer_files=(("vocab.json",), ("merges.txt",), ("tokenizer_config.json",)),
     norm_stats=True, params=(2.4e9, 0.45e9), prefix_kv_bytes=28 * 2 * 8 * 128 * 538 * 2,
     extra_keys="dexrl.models.dm0.loader:ALLOWED_EXTRA_KEYS",
-    check_config="dexrl.checks.config:check_dm0_settings",
+    check_config="dexrl.config.checks:check_dm0_settings",
     inference="dexrl.models.dm0.policy:Dm0Policy",
 )
 

@@ -2,11 +2,20 @@
 
 from __future__ import annotations
 
+import json
+import multiprocessing.process
+import os
 import shutil
-from collections.abc import Callable
+import subprocess
+import sys
+from collections.abc import Callable, Iterator
 from pathlib import Path
 
 import pytest
+
+# DEXRL_RECORD_SPAWNS=FILE records the offending tests (one JSON line each) instead of failing.
+_RECORD = os.environ.get("DEXRL_RECORD_SPAWNS")
+_PYTHON_NAMES = ("python", "dexrl", "ray", "raylet", "gcs_server")
 
 
 def pytest_configure(config: pytest.Config) -> None:
@@ -15,7 +24,7 @@ def pytest_configure(config: pytest.Config) -> None:
     Otherwise a module that imports ``libero.libero`` at collection reads ``~/.libero``, which
     may name a deleted environment.
     """
-    from dexrl.libero_assets import use_libero_config_dir
+    from dexrl.hub.libero_assets import use_libero_config_dir
 
     use_libero_config_dir()
 
@@ -37,3 +46,49 @@ def tiny_pi0_copy(tiny_pi0_dir: Path, tmp_path: Path) -> Callable[[], Path]:
         return Path(shutil.copytree(tiny_pi0_dir, tmp_path / f"ckpt{next(counter)}"))
 
     return copy
+
+
+def _starts_python_or_ray(args: object) -> bool:
+    """Whether a Popen command line starts a Python interpreter, dexrl or Ray."""
+    argv = [args] if isinstance(args, (str, bytes, os.PathLike)) else list(args or [])
+    first = os.path.basename(os.fsdecode(argv[0])).split()[0] if argv else ""
+    return first == os.path.basename(sys.executable) or first.startswith(_PYTHON_NAMES)
+
+
+@pytest.hookimpl(hookwrapper=True)
+def pytest_runtest_protocol(item: pytest.Item) -> Iterator[None]:
+    """A default-suite test that starts a Python process or Ray (its fixtures included) must be
+    marked ``slow``, or ``spawns`` when it is one of the documented quick cases
+    (docs/development.md)."""
+    if item.get_closest_marker("slow") or item.get_closest_marker("spawns"):
+        yield
+        return
+
+    def refuse(what: str) -> None:
+        if _RECORD:
+            with open(_RECORD, "a") as out:
+                out.write(json.dumps({"test": item.nodeid, "starts": what}) + "\n")
+            return
+        pytest.fail(f"{item.nodeid} starts {what}: mark it slow, or spawns if it is a quick "
+                    "case listed in docs/development.md", pytrace=False)
+
+    popen_init = subprocess.Popen.__init__
+    process_start = multiprocessing.process.BaseProcess.start
+
+    def guarded_popen(self: subprocess.Popen, args: object, *rest: object, **kw: object) -> None:
+        if _starts_python_or_ray(args):
+            shown = args if isinstance(args, str) else " ".join(map(str, args))
+            refuse(f"a process ({shown[:80]})")
+        popen_init(self, args, *rest, **kw)
+
+    def guarded_start(self: multiprocessing.process.BaseProcess) -> None:
+        refuse("a multiprocessing process")
+        process_start(self)
+
+    subprocess.Popen.__init__ = guarded_popen  # type: ignore[method-assign]
+    multiprocessing.process.BaseProcess.start = guarded_start  # type: ignore[method-assign]
+    try:
+        yield
+    finally:
+        subprocess.Popen.__init__ = popen_init  # type: ignore[method-assign]
+        multiprocessing.process.BaseProcess.start = process_start  # type: ignore[method-assign]

@@ -1,19 +1,14 @@
 """The import layering, read from the source with ``ast`` (no module is imported).
 
-Data flows ``cli -> commands/<verb> -> library (config, checks, training, evaluation, ...) ->
-models or bridge -> RLinf``, and the verbs are leaves: no command imports another. The
-declarations (:mod:`dexrl.specs`, :mod:`dexrl.plugins`, :mod:`dexrl.catalog`) and the small
-shared modules (:mod:`dexrl.errors`, :mod:`dexrl.vec_env`, :mod:`dexrl.durable`) sit below all of
-them.
-Every import counts, also those inside functions.
+Every unit of dexrl (a top-level module or package) has a rank in :data:`RANKS`, and imports go
+only to lower ranks; there is no import cycle, and the verbs are leaves. Every import counts,
+also those inside functions (see docs/architecture.md).
 """
 
 from __future__ import annotations
 
 import ast
 from pathlib import Path
-
-import pytest
 
 ROOT = Path(__file__).resolve().parents[1] / "dexrl"
 
@@ -80,51 +75,115 @@ def test_no_command_imports_another() -> None:
     assert command_imports() == []
 
 
-ABOVE_THE_RUN_FOLDER = ("dexrl.commands", "dexrl.cli", "dexrl.bridge", "dexrl.training",
-                        "dexrl.evaluation", "dexrl.doctor")
+# Each unit (a top-level module or package of dexrl) has a rank; an import may only go to a unit of
+# a lower rank. Units of one rank are siblings and import none of each other. A new unit must be
+# placed here (test_every_unit_has_a_rank).
+RANKS: dict[str, int] = {
+    "dexrl": 0, "dexrl.errors": 0, "dexrl.units": 0, "dexrl.versions": 0, "dexrl.vec_env": 0,
+    "dexrl.console": 0, "dexrl.specs": 0, "dexrl.dotted": 0,
+    "dexrl.plugins": 1, "dexrl.subproc": 1,
+    "dexrl.catalog": 2,
+    "dexrl.runs": 3,
+    "dexrl.models": 4, "dexrl.curves": 4,
+    "dexrl.hub": 5,
+    "dexrl.config": 6,
+    "dexrl.bridge": 7,
+    "dexrl.training": 8, "dexrl.evaluation": 8,
+    "dexrl.doctor": 9,
+    "dexrl.testing": 10,
+    "dexrl.commands": 11,
+    "dexrl.cli": 12,
+    "dexrl.__main__": 13,
+}
 
 
-@pytest.mark.parametrize(("importer", "forbidden"), [
-    # The models are a library of their own: the catalog's declarations at most.
-    ("dexrl.models", ("dexrl.bridge", "dexrl.commands", "dexrl.cli", "dexrl.evaluation",
-                      "dexrl.doctor", "dexrl.checks", "dexrl.config", "dexrl.hub", "dexrl.runs",
-                      "dexrl.launch_plan")),
-    # The bridge serves the library and the verbs, never the other way round.
-    ("dexrl.bridge", ("dexrl.commands", "dexrl.cli", "dexrl.evaluation", "dexrl.doctor",
-                      "dexrl.checks")),
-    ("dexrl.evaluation", ("dexrl.commands", "dexrl.cli", "dexrl.doctor")),
-    # The run folder's one definition, read by the sessions and by the bridge's launch.
-    ("dexrl.runs", ABOVE_THE_RUN_FOLDER),
-    ("dexrl.runstate", ABOVE_THE_RUN_FOLDER),
-    ("dexrl.checks", ("dexrl.commands", "dexrl.cli", "dexrl.bridge", "dexrl.evaluation",
-                      "dexrl.doctor")),
-    # Declarations: specs imports nothing of dexrl, plugins only specs, the catalog both.
-    ("dexrl.specs", ("dexrl",)),
-    ("dexrl.plugins", ("dexrl.catalog", "dexrl.commands", "dexrl.bridge", "dexrl.models")),
-    ("dexrl.catalog", ("dexrl.commands", "dexrl.bridge", "dexrl.models", "dexrl.checks",
-                       "dexrl.config", "dexrl.evaluation")),
-    ("dexrl.vec_env", ("dexrl",)),
-    ("dexrl.errors", ("dexrl",)),
-    ("dexrl.durable", ("dexrl",)),
-])
-def test_layers_read_straight_down(importer: str, forbidden: tuple[str, ...]) -> None:
-    assert violations(importer, forbidden) == []
+def unit(module: str) -> str:
+    """The ranked unit a dexrl module belongs to: ``dexrl.runs.layout`` -> ``dexrl.runs``."""
+    return ".".join(module.split(".")[:2])
 
 
-def test_the_check_catches_an_upward_import(tmp_path: Path) -> None:
-    """A control: the same walk and rule report an upward import hidden in a function."""
+def _known(name: str, imports: dict[str, set[str]]) -> str | None:
+    """The dexrl module ``name`` refers to (``dexrl.a.b.func`` -> ``dexrl.a.b``), if any."""
+    while name and name not in imports:
+        name = name.rpartition(".")[0]
+    return name or None
+
+
+def upward_imports(imports: dict[str, set[str]] = IMPORTS) -> list[str]:
+    """``importer -> imported`` for every import of a unit of the same or a higher rank."""
+    found = set()
+    for module, names in imports.items():
+        for name in names:
+            target = _known(name, imports) if _within(name, "dexrl") else None
+            if target is None or unit(target) == unit(module):
+                continue
+            if RANKS[unit(target)] >= RANKS[unit(module)]:
+                found.add(f"{module} -> {target}")
+    return sorted(found)
+
+
+def cycles(imports: dict[str, set[str]] = IMPORTS) -> list[list[str]]:
+    """Every import cycle among dexrl's modules (strongly connected sets of two or more)."""
+    graph = {m: {t for n in names if _within(n, "dexrl") and (t := _known(n, imports))
+                 and t != m} for m, names in imports.items()}
+    index: dict[str, int] = {}
+    low: dict[str, int] = {}
+    stack: list[str] = []
+    found: list[list[str]] = []
+
+    def visit(node: str) -> None:  # Tarjan's algorithm
+        index[node] = low[node] = len(index)
+        stack.append(node)
+        for nxt in graph[node]:
+            if nxt not in index:
+                visit(nxt)
+                low[node] = min(low[node], low[nxt])
+            elif nxt in stack:
+                low[node] = min(low[node], index[nxt])
+        if low[node] == index[node]:
+            group = []
+            while True:
+                top = stack.pop()
+                group.append(top)
+                if top == node:
+                    break
+            if len(group) > 1:
+                found.append(sorted(group))
+
+    for node in sorted(graph):
+        if node not in index:
+            visit(node)
+    return found
+
+
+def test_every_unit_has_a_rank() -> None:
+    assert sorted({unit(m) for m in IMPORTS} - set(RANKS)) == []
+
+
+def test_imports_read_straight_down() -> None:
+    assert upward_imports() == []
+
+
+def test_no_import_cycle() -> None:
+    assert cycles() == []
+
+
+def test_the_rank_check_catches_an_upward_import(tmp_path: Path) -> None:
+    """A control: an upward import hidden in a function, and an import of a sibling of the
+    same rank, are both reported; a downward one is not."""
     bad = tmp_path / "bad.py"
-    bad.write_text("def f():\n    from dexrl.commands.train import run\n")
+    bad.write_text("from dexrl.errors import DexrlError\n\n\ndef f():\n"
+                   "    from dexrl.commands.train import train\n"
+                   "    from dexrl.curves import plot_runs\n")
     imports = {**IMPORTS, "dexrl.models.bad": _imports(bad)}
-    assert violations("dexrl.models", ("dexrl.commands",), imports) == [
-        "dexrl.models.bad -> dexrl.commands.train", "dexrl.models.bad -> dexrl.commands.train.run"]
+    assert upward_imports(imports) == ["dexrl.models.bad -> dexrl.commands.train",
+                                       "dexrl.models.bad -> dexrl.curves"]
 
 
-def test_the_check_catches_a_command_importing_another(tmp_path: Path) -> None:
-    """A control: an import of the train command inside a function of another verb is found,
-    and a command importing only itself and the library is not."""
-    bad = tmp_path / "bad.py"
-    bad.write_text("from dexrl.commands.bad import helper\nfrom dexrl import training\n\n\n"
-                   "def f():\n    from dexrl.commands import train\n")
-    imports = {**IMPORTS, "dexrl.commands.bad": _imports(bad)}
-    assert command_imports(imports) == ["dexrl.commands.bad -> dexrl.commands.train"]
+def test_the_cycle_check_catches_a_cycle_through_a_function_import(tmp_path: Path) -> None:
+    """A control: ``a -> b`` at the top and ``b -> a`` inside a function make a cycle."""
+    a, b = tmp_path / "a.py", tmp_path / "b.py"
+    a.write_text("from dexrl.runs.b import g\n")
+    b.write_text("def g():\n    from dexrl.runs.a import f\n")
+    imports = {**IMPORTS, "dexrl.runs.a": _imports(a), "dexrl.runs.b": _imports(b)}
+    assert cycles(imports) == [["dexrl.runs.a", "dexrl.runs.b"]]

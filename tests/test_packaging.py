@@ -6,7 +6,7 @@ from pathlib import Path
 
 import tomllib
 
-from dexrl.config import conf_dir, list_configs
+from dexrl.config.compose import conf_dir, list_configs
 
 ROOT = Path(__file__).resolve().parents[1]
 

@@ -1,14 +1,6 @@
 """A CPU stand-in for RLinf's torch platform, active only on nodes without an accelerator.
 
-RLinf picks a torch platform module (``torch.cuda`` and friends) per accelerator type. On a node
-with none it gets ``AcceleratorType.NO_ACCEL``, whose platform is ``None`` and device type ``None``,
-and workers then fail on calls such as ``Worker.torch_platform.current_device()``. :func:`install`
-makes RLinf hand out :data:`CPU_PLATFORM` and ``"cpu"`` for ``NO_ACCEL`` instead. On a node that
-has an accelerator it does nothing, so RLinf runs untouched there.
-
-It must run in every worker process before RLinf's ``Worker`` reads the platform: importing
-:mod:`dexrl.bridge.workers` (the worker classes dexrl launches) installs it, and so does the
-extension module's ``register()`` for RLinf's own helper workers.
+Design notes: docs/design/launch-and-supervision.md.
 """
 
 from __future__ import annotations

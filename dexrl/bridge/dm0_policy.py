@@ -1,27 +1,6 @@
 """RLinf policy adapter for dexrl's Dexbotic DM0 (RLinf ``model_type: dexbotic_dm0``).
 
-:func:`build` is the builder :mod:`dexrl.bridge.registry` registers in place of RLinf's built-in
-``dexbotic_dm0`` (which needs the ``dexbotic`` package); it returns a :class:`Dm0RLPolicy`, the
-shared :class:`~dexrl.bridge.flow_policy.FlowRLPolicy` on a loaded DM0. What differs from π0:
-
-- FSDP units are the Qwen3 MLPs and the PE residual blocks (``Dm0Network._no_split_modules``)
-  plus every RMSNorm (``Dm0RMSNorm``, see below).
-- ``train_expert_only`` freezes the PE tower with its two downsampling convs, the projector and
-  the LLM; DM0 has no state projection, so the expert, the action/time projections and the value
-  head train. The state still enters ``forward_inputs``: it turns delta actions into absolute ones.
-- ``actor.model.dexbotic.model_max_length`` sets the prompt length (Dexbotic trains DM0 with 200
-  tokens; a checkpoint's ``tokenizer_config.json`` may record a longer one, which only costs
-  compute since padding is masked).
-- Images are kept at the PE tower's size (728 px: ≈3.2 MB of uint8 per sample for two views).
-
-**bf16.** The loader keeps the vision stem, position embedding and RMSNorms in float32 (DM0's
-mixed-precision rule). FSDP2 requires one original dtype among the trainable parameters of a unit,
-and the expert's fp32 norms would share the root unit with its bf16 projections, so each RMSNorm
-is a unit of its own. FSDP2's ``param_dtype`` bf16 still computes those fp32 weights in bf16 in
-the actor while the rollout (no FSDP) uses fp32, so in bf16 the first PPO ratio is only close to 1
-(exactly 1 in fp32, as for π0). Full fine-tuning (``train_expert_only: false``) in bf16 cannot be
-sharded this way: the PE tower's fp32 position embedding and bf16 CLS token are direct parameters
-of one module; ``dexrl validate`` rejects that combination.
+Design notes: docs/design/policy-adapters.md.
 """
 
 from __future__ import annotations

@@ -1,58 +1,6 @@
 """RLinf policy adapter shared by dexrl's flow-matching VLAs (π0, DM0).
 
-:class:`FlowRLPolicy` wraps any loaded :class:`~dexrl.models.flow.policy.FlowPolicy` and
-implements RLinf 0.3.0's embodied ``BasePolicy``; a model subclass only names its RLinf
-``model_type``, its FSDP units (``_no_split_modules``) and its inference policy class
-(loaded by :meth:`FlowRLPolicy.load_flow_policy`). :meth:`FlowRLPolicy.from_model_cfg` is the
-body of every ``build(cfg, torch_dtype)`` that :mod:`dexrl.bridge.registry` registers.
-
-- ``predict_action_batch(env_obs, mode=None, ...)`` (rollout, no grad): encodes the prefix once,
-  runs the denoising chain of :mod:`dexrl.bridge.rl_steps`, and returns env actions
-  [B, num_action_chunks, action_dim] with ``prev_logprobs``, ``prev_values`` and
-  ``forward_inputs``.
-- ``forward(forward_inputs=..., compute_logprobs, compute_entropy, compute_values)`` (training):
-  re-scores the stored chains with gradients.
-
-**Deterministic evaluation.** RLinf passes ``mode`` only to some built-in model types, never to
-dexrl's. Without ``mode`` the call is deterministic when the kwargs carry ``do_sample=False``,
-which RLinf's rollout worker does for eval calls when ``rollout.sampling_params.temperature_eval
-<= 0`` (train calls carry ``sampling_params.do_sample``, which must stay true). A deterministic
-call runs the plain ODE and, unless ``noise`` is given, starts from one fixed noise draw
-(:data:`EVAL_NOISE_SEED`) shared by all rows, so an eval action depends on the observation only.
-An explicit ``mode`` ("train"/"eval") wins over ``do_sample``.
-
-**Values.** ``prev_values`` (rollout) and ``values`` (training) are the same quantity: the value
-head on the expert's action-token states at denoising step 0 (t = 1, input the stored initial
-noise), which does not depend on the randomly drawn SDE step. RLinf's own adapters report the
-mean over all steps at rollout but recompute only the drawn step in training.
-
-**Critic input.** ``dexbotic.detach_critic_input`` means what it means in RLinf's Dexbotic and
-openpi adapters: true stops the value loss at the critic's input, so only ``value_head`` learns
-from it; false lets it train the action expert too (never the frozen prefix under
-``train_expert_only``). The shipped PPO configs set true; the adapter's default when the key is
-absent is false, as in RLinf's model YAMLs.
-
-**Inputs kept for training** (``forward_inputs``, leading batch dim, concatenable): ``images``
-uint8 [B, 2, S, S, 3] (main, wrist) already resized to the model's S, ``tokens`` long [B, L],
-``token_mask`` bool [B, L], ``state`` float32 [B, 32] (padded, normalized), ``chains_bits`` int32
-[B, N+1, chunk, 32] (the float32 chain's bit patterns, which FSDP mixed precision cannot cast to
-bf16), ``denoise_inds`` long [B, S_scored] (-1 for deterministic calls), ``sample_ids`` long [B]
-(unique per row: the key of the training prefix cache). Rollout and training build
-the network inputs from these with the same function, so the first PPO ratio is exactly 1 when
-both run the same weights in the same precision (bit-exact in fp32 on the CPU).
-
-**Prefix cache.** With ``train_expert_only`` the training call takes each row's frozen prefix
-keys/values from :class:`~dexrl.bridge.prefix_cache.PrefixStore` (computed at the row's first use
-in a global step, within ``dexbotic.prefix_cache``'s budgets), so PPO's later epochs run only the
-suffix. RLinf's ``set_global_step`` hook, the end of each training round
-(:class:`~dexrl.bridge.workers.DexrlActor`) and any ``load_state_dict`` empty it.
-
-**Freezing and FSDP.** ``dexbotic.train_expert_only`` sets ``requires_grad=False`` on the vision
-tower, projector and LLM (:meth:`FlowRLPolicy.frozen_modules`) and computes the prefix without a
-graph; only the action expert, the action/time (and π0's state) projections and the value head
-train. The frozen LLM attention sits next to the trainable expert in the root FSDP unit, so FSDP1
-needs ``use_orig_params: true`` (mixed ``requires_grad``); FSDP2 works as is. Parameter names are
-the checkpoint's (``model.*``) plus ``value_head.*``.
+Design notes: docs/design/policy-adapters.md.
 """
 
 from __future__ import annotations
@@ -124,6 +72,7 @@ class FlowRLPolicy(nn.Module, BasePolicy):
                 f"{settings.norm_mode!r}",
                 hint="load the policy with the norm_mode of actor.model.dexbotic.norm_mode",
                 where="actor.model.dexbotic.norm_mode",
+                code="policy-norm-mode-mismatch",
             )
         self.settings = settings
         self.flow = policy  # a plain object: its network's modules are registered once, as `model`
@@ -182,12 +131,13 @@ class FlowRLPolicy(nn.Module, BasePolicy):
         if not model_path:
             raise DexrlError("model_path is not set", hint=f"set actor.model.model_path to a "
                              f"Dexbotic {cls.model_type} checkpoint directory",
-                             where="actor.model.model_path")
+                             where="actor.model.model_path", code="policy-model-path-unset")
         found = checkpoint_model_type(str(model_path))
         if found != cls.model_type:
             raise DexrlError(f"the checkpoint is {found!r}, not {cls.model_type!r}",
                              hint=f"set actor.model.model_type={found} for this checkpoint",
-                             where=str(Path(str(model_path)) / "config.json"))
+                             where=str(Path(str(model_path)) / "config.json"),
+                             code="model-type-mismatch")
         prefix_cache = PrefixCacheSettings.from_model_cfg(cfg)
         attention = attention_impl(cfg)
         policy = cls.load_flow_policy(str(model_path), torch_dtype, settings.norm_mode,
@@ -300,6 +250,7 @@ class FlowRLPolicy(nn.Module, BasePolicy):
                 "values requested but the policy has no value head",
                 hint="set actor.model.add_value_head: true (GAE needs a critic)",
                 where="actor.model.add_value_head",
+                code="policy-no-value-head",
             )
         settings = self.settings
         state = self._state(forward_inputs)
@@ -335,6 +286,7 @@ class FlowRLPolicy(nn.Module, BasePolicy):
             hint="set actor.fsdp_config.gradient_checkpointing: false (with train_expert_only "
             "the prefix keeps no activations)",
             where="actor.fsdp_config.gradient_checkpointing",
+            code="policy-gradient-checkpointing-unsupported",
         )
 
     def _rollout_inputs(self, env_obs: Mapping[str, Any]) -> dict[str, torch.Tensor]:
@@ -388,7 +340,8 @@ class FlowRLPolicy(nn.Module, BasePolicy):
         if noise is not None:
             if tuple(noise.shape) != shape:
                 raise DexrlError(f"noise has shape {list(noise.shape)}, expected {list(shape)}",
-                                 hint="pass noise of shape [batch, chunk_size, action_dim]")
+                                 hint="pass noise of shape [batch, chunk_size, action_dim]",
+                                 code="policy-noise-shape")
             return noise.to(device=device, dtype=torch.float32)
         if deterministic:
             generator = torch.Generator().manual_seed(EVAL_NOISE_SEED)
@@ -439,7 +392,8 @@ def prompt_length(cfg: Mapping[str, Any]) -> int | None:
         raise DexrlError(f"model_max_length is {length!r}, expected a positive integer or null",
                          hint="set it to the prompt length the model was trained with (DM0: "
                          "200), or null to keep the checkpoint's tokenizer_config.json value",
-                         where="actor.model.dexbotic.model_max_length")
+                         where="actor.model.dexbotic.model_max_length",
+                         code="policy-max-length-invalid")
     return length
 
 
@@ -454,7 +408,7 @@ def attention_impl(cfg: Mapping[str, Any]) -> str:
     if value not in ATTENTION:
         raise DexrlError(f"attention is {value!r}, expected one of {', '.join(ATTENTION)}",
                          hint="eager is the reference; sdpa uses torch's fused attention",
-                         where="actor.model.dexbotic.attention")
+                         where="actor.model.dexbotic.attention", code="policy-attention-unknown")
     return value
 
 
@@ -463,7 +417,7 @@ def _is_deterministic(mode: str | None, do_sample: Any) -> bool:
         return do_sample is False
     if mode not in ("train", "eval"):
         raise DexrlError(f"unknown mode {mode!r}", hint="use 'train' or 'eval'",
-                         where="predict_action_batch")
+                         where="predict_action_batch", code="policy-mode-unknown")
     return mode == "eval"
 
 

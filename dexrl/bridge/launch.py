@@ -1,22 +1,6 @@
 """Run RLinf's embodied PPO pipeline from a composed dexrl config: the API ``train``/``resume`` use.
 
-Typical use (one launch per process: RLinf's ``Cluster`` is a process-wide singleton)::
-
-    cfg = compose_and_check(...).cfg                   # with "+smoke=cpu" for --smoke
-    set_run_folder(cfg, run_dir)                       # log_path etc., before resolution
-    prepare(cfg, smoke=smoke)                          # worker env vars, driver registration
-    code = launch(cfg, run_dir, on_progress=show)      # 0 done, 130 interrupted; DexrlError else
-
-    # resume
-    cfg = open_run(run_dir).config                     # + overrides, e.g. runner.max_steps=...
-    set_run_folder(cfg, run_dir, resume_from=latest_checkpoint(run_dir))
-    prepare(cfg, smoke=smoke)
-    launch(cfg, run_dir, resume_from=latest_checkpoint(run_dir))
-
-Run folder (:mod:`dexrl.runs`; the caller writes ``config.yaml``): ``logs/driver.log``
-(everything the driver and its workers print, unless verbose), ``tensorboard/``, ``metrics.log``
-(RLinf's step tables) and ``checkpoints/global_step_N/`` with ``actor/`` and, once complete,
-:data:`dexrl.runs.MARKER`.
+Design notes: docs/design/launch-and-supervision.md.
 """
 
 from __future__ import annotations
@@ -35,16 +19,11 @@ from omegaconf import DictConfig, OmegaConf
 from dexrl.bridge.registry import EXT_MODULE
 from dexrl.bridge.supervise import FailureSignal, Output, Progress, Supervisor
 from dexrl.errors import DexrlError
-from dexrl.runs import (
-    LOG_FILE,
-    check_run_folder,
-    check_steps_left,
-    checkpoint_step,
-    checkpoints_dir,
-    is_complete,
-    planned_steps,
-)
-from dexrl.runstate import watch_private_ray
+from dexrl.runs.checkpoints import is_complete
+from dexrl.runs.layout import LOG_FILE, WORKER_LOGS, checkpoint_step, checkpoints_dir
+from dexrl.runs.resume_rules import check_steps_left, planned_steps
+from dexrl.runs.settings import check_run_folder
+from dexrl.runs.state import watch_private_ray
 
 __all__ = ["BANNER", "Progress", "prepare", "launch", "worker_env", "gl_backend", "wait_for_nodes"]
 
@@ -70,6 +49,7 @@ def gl_backend(probe: bool) -> str:
         "no headless OpenGL for LIBERO's renderer: EGL and OSMesa both failed",
         "install Mesa's EGL (apt-get install libegl1) or OSMesa (libosmesa6), "
         "or set MUJOCO_GL to a backend that works",
+        code="libero-no-headless-gl",
     )
 
 
@@ -95,7 +75,8 @@ def _gl_works(backend: str) -> bool:
     if done.returncode == NO_MUJOCO:
         reason = done.stderr.strip().splitlines()[-1] if done.stderr.strip() else "ImportError"
         raise DexrlError(f"LIBERO's renderer needs MuJoCo, which does not import: {reason}",
-                         "reinstall with `make install`, or `pip install 'mujoco>=3.3,<3.4'`")
+                         "reinstall with `make install`, or `pip install 'mujoco>=3.3,<3.4'`",
+                         code="libero-mujoco-import")
     return done.returncode == 0
 
 
@@ -110,7 +91,7 @@ def worker_env(*, probe_gl: bool, ext_module: str = EXT_MODULE) -> dict[str, str
         probe_gl: Probe the OpenGL backend (:func:`gl_backend`) instead of assuming EGL.
         ext_module: RLinf extension module the workers load.
     """
-    from dexrl.libero_assets import libero_config_dir
+    from dexrl.hub.libero_assets import libero_config_dir
 
     gl = gl_backend(probe=probe_gl)
     defaults = (ext_module, gl, gl, str(libero_config_dir()), "false")
@@ -134,8 +115,8 @@ def prepare(cfg: DictConfig, *, smoke: bool, ext_module: str = EXT_MODULE) -> di
     Returns:
         The variables set.
     """
-    from dexrl.config import renders
-    from dexrl.libero_assets import use_libero_config_dir
+    from dexrl.config.compose import renders
+    from dexrl.hub.libero_assets import use_libero_config_dir
 
     use_libero_config_dir()  # before anything imports libero: that import writes its config
     env = worker_env(probe_gl=smoke and renders(cfg), ext_module=ext_module)
@@ -145,13 +126,15 @@ def prepare(cfg: DictConfig, *, smoke: bool, ext_module: str = EXT_MODULE) -> di
     except Exception as exc:
         raise DexrlError(f"cannot register dexrl's policies: {type(exc).__name__}: {exc}",
                          "run `dexrl doctor`; reinstall dexrl if it reports a broken install",
-                         where=f"extension module {ext_module}") from None
+                         where=f"extension module {ext_module}",
+                         code="rlinf-register-failed") from None
     model_type = OmegaConf.select(cfg, "actor.model.model_type")
     from dexrl.bridge.registry import registered_model_types
 
     if model_type and not registered_model_types([model_type]):
         raise DexrlError(f"model type '{model_type}' is not registered with RLinf",
-                         "use a shipped config (`dexrl configs`)", where="actor.model.model_type")
+                         "use a shipped config (`dexrl configs`)", where="actor.model.model_type",
+                         code="rlinf-model-type-unregistered")
     return env
 
 
@@ -161,7 +144,7 @@ def _start_step(resume_from: Path | None) -> int:
     step = checkpoint_step(resume_from)
     if step is None or not is_complete(resume_from):
         raise DexrlError("not a complete checkpoint", "pass a complete .../global_step_N folder",
-                         where=str(resume_from))
+                         where=str(resume_from), code="checkpoint-incomplete")
     return step
 
 
@@ -180,6 +163,7 @@ def wait_for_nodes(num_nodes: int, timeout_s: float, count_alive: Callable[[], i
                 "start Ray on the missing nodes (`ray start --address=<head>:6379`) or lower "
                 "cluster.num_nodes",
                 where="cluster.num_nodes",
+                code="ray-nodes-missing",
             )
         time.sleep(poll_s)
 
@@ -187,16 +171,6 @@ def wait_for_nodes(num_nodes: int, timeout_s: float, count_alive: Callable[[], i
 def _ray_address(ray_address: str | None) -> str | None:
     address = ray_address or os.environ.get("RAY_ADDRESS")
     return address if address and address != "local" else None
-
-
-def _count_alive_nodes(address: str) -> Callable[[], int]:
-    import ray
-
-    def count() -> int:
-        return sum(1 for n in ray.nodes() if n["Alive"])
-
-    ray.init(address=address, logging_level="ERROR", log_to_driver=False)
-    return count
 
 
 def _check_nodes(cfg: DictConfig, address: str | None, node_wait_s: float) -> None:
@@ -208,17 +182,21 @@ def _check_nodes(cfg: DictConfig, address: str | None, node_wait_s: float) -> No
                 f"single-node Ray instance ({num_nodes - 1} node(s) missing)",
                 "start Ray on every node and pass --ray-address <head>:6379 (or set RAY_ADDRESS)",
                 where="cluster.num_nodes",
+                code="ray-address-needed",
             )
         return
     import ray
 
+    from dexrl.bridge.nodes import attach
+
     try:
-        wait_for_nodes(num_nodes, node_wait_s, _count_alive_nodes(address))
+        wait_for_nodes(num_nodes, node_wait_s, attach(address))
     except ConnectionError as exc:
         raise DexrlError(f"cannot reach the Ray cluster at {address}: {exc}",
                          "check the address and that `ray start --head` runs there; Ray 2.60 "
                          "heads use token authentication by default: export RAY_AUTH_MODE=token "
-                         "(or start the head with RAY_AUTH_MODE=disabled)") from None
+                         "(or start the head with RAY_AUTH_MODE=disabled)",
+                         code="ray-unreachable") from None
     finally:
         ray.shutdown()  # only disconnects: RLinf's Cluster must make the first connection
 
@@ -236,7 +214,7 @@ def _create_cluster(cfg: DictConfig, address: str | None) -> Any:
     try:
         log_dir = None
         if cfg.runner.get("per_worker_log", False):
-            log_dir = os.path.join(cfg.runner.logger.log_path, "worker_logs")
+            log_dir = os.path.join(cfg.runner.logger.log_path, WORKER_LOGS)
         return Cluster(cluster_cfg=cfg.cluster, distributed_log_dir=log_dir)
     finally:
         if previous is None:
@@ -281,6 +259,7 @@ def _validate(cfg: DictConfig) -> DictConfig:
     except (AssertionError, NotImplementedError, ValueError) as exc:
         raise DexrlError(f"RLinf rejected the config: {' '.join(str(exc).split())}",
                          "fix the key it names; `dexrl validate ... --print` shows the config",
+                         code="rlinf-config-rejected",
                          ) from None
 
 
@@ -329,7 +308,7 @@ def launch(
 
     Args:
         cfg: The composed config, its run-folder fields set by
-            :func:`dexrl.runs.set_run_folder` for ``run_dir`` and ``resume_from``.
+            :func:`dexrl.runs.settings.set_run_folder` for ``run_dir`` and ``resume_from``.
         run_dir: The run folder (created; RLinf's log path).
         resume_from: A complete ``.../global_step_N`` checkpoint to continue from (step N+1).
         ray_address: Attach to this Ray cluster (else ``$RAY_ADDRESS``); without either, a

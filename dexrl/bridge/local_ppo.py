@@ -1,23 +1,7 @@
 """RLinf's embodied PPO iteration in one process, without Ray: for checks that training moves a
-dexrl policy the right way (:mod:`dexrl.testing.learning`).
+dexrl policy the right way (the learning check, tests/learning_task.py).
 
-Each step is RLinf 0.3.0's own code or mirrors its worker line by line:
-
-- policies: ``rlinf.models.get_model`` builds the actor's policy from ``actor.model`` and a
-  *separate* rollout policy from the same config with ``rollout.model``'s precision and path
-  (``MultiStepRolloutWorker.init_worker``), then puts it in eval mode;
-- rollout: ``predict_action_batch(env_obs, mode="train")`` on the rollout policy;
-- advantages: ``rlinf.algorithms.registry.calculate_adv_and_returns`` with the arguments
-  ``EmbodiedFSDPActor.compute_advantages_and_returns`` passes, on a rollout batch in RLinf's
-  layout (``[chunk steps (+1), envs, ...]``);
-- training: ``EmbodiedFSDPActor.run_training``'s loop (flatten and shuffle the rollout, then per
-  ``algorithm.update_epoch`` one optimizer step per global batch, gradients accumulated over
-  micro-batches) with the loss from ``rlinf.algorithms.registry.policy_loss`` and the AdamW
-  parameter groups and gradient clipping of RLinf's FSDP manager (``lr`` for the policy,
-  ``value_lr`` for ``value_head``), on the unwrapped module (FSDP2 itself is covered by the adapter
-  tests);
-- weight sync: RLinf's bucket weight syncer, sending the actor's state dict (the names
-  ``collect_param_names_need_sync`` selects) to the rollout policy's ``load_state_dict``.
+Design notes: docs/design/learning-checks.md.
 """
 
 from __future__ import annotations

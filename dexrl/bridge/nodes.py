@@ -1,4 +1,6 @@
-"""A lost Ray node: which node it was and which RLinf worker groups it took with it.
+"""Ray nodes: connecting to a cluster and counting its live nodes (``train``, ``resume``,
+``doctor`` and the launch), and a lost node: which node it was and which RLinf worker groups it
+took with it.
 
 RLinf learns of a dead node only through the calls that never return from it (or through Ray's
 actor-death errors, which name an actor id, not a node). :func:`lost_node_check` compares the
@@ -8,12 +10,16 @@ pure part that names the node by ``RLINF_NODE_RANK`` and lists the worker groups
 
 from __future__ import annotations
 
+import logging
 import re
+import socket
 import sys
 from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass
+from typing import Any
 
 from dexrl.errors import DexrlError
+from dexrl.subproc import ProbeError, run_probe
 
 # RLinf names a worker actor "<group name>:<rank>" (scheduler/manager/worker_manager.py).
 _WORKER_NAME = re.compile(r"^(?P<group>[^:]+):(?P<rank>\d+)$")
@@ -69,6 +75,7 @@ def lost_node_error(lost: Sequence[NodeRecord], actors: Iterable[tuple[str, str]
         f"restart Ray on that node (`RLINF_NODE_RANK={first.rank} ray start "
         f"--address=<head>:<port>`), then `dexrl resume {run_dir}` continues from the last "
         "complete checkpoint",
+        code="ray-node-lost",
     )
 
 
@@ -121,3 +128,82 @@ def lost_node_check(nodes: Sequence[NodeRecord], run_dir: str
         return lost_node_error(lost, _run_actors(), step, run_dir) if lost else None
 
     return check
+
+
+@dataclass(frozen=True)
+class OtherRay:
+    """Ray instances found on this machine before doctor started its own.
+
+    Attributes:
+        running: GCS addresses of running instances.
+        recorded: The address ``ray start`` last recorded (what ``address="auto"`` tries first).
+        attach: The address doctor was asked to attach to, if any.
+    """
+
+    running: tuple[str, ...]
+    recorded: str | None
+    attach: str | None
+
+
+def other_ray_instances(attach: str | None) -> OtherRay:
+    """Look for Ray instances already on this machine (before starting one)."""
+    from ray._private import services
+
+    return OtherRay(tuple(sorted(services.find_gcs_addresses())),
+                    services.find_bootstrap_address(None), attach)
+
+
+ADDRESS_FIX = ("check the head's address and port (`ray status` on the head), or drop "
+               "--ray-address/RAY_ADDRESS to use a private local instance")
+
+
+def check_address(address: str, timeout: float = 5.0, connect_timeout: float = 60.0) -> None:
+    """Fail fast on a Ray address that is not a working Ray cluster (bad input: exit 2).
+
+    A TCP check first; then a real connection in a child interpreter, because ``ray.init`` waits
+    forever on a port that accepts connections but is not Ray's.
+
+    Raises:
+        DexrlError: nothing listens there, ``auto`` finds no Ray here, or Ray does not answer.
+    """
+    if address == "auto" and not other_ray_instances(address).running:
+        raise DexrlError("--ray-address auto: no Ray instance runs on this machine",
+                         "start one with `ray start --head` or drop --ray-address",
+                         where="--ray-address", code="ray-no-local-instance")
+    if address not in ("auto", "local"):
+        host, _, port = address.removeprefix("ray://").rpartition(":")
+        try:
+            with socket.create_connection((host or "127.0.0.1", int(port)), timeout=timeout):
+                pass
+        except (OSError, ValueError) as exc:
+            raise DexrlError(f"cannot reach the Ray cluster at {address}: "
+                             f"{' '.join(str(exc).split())}", ADDRESS_FIX,
+                             where="--ray-address", code="ray-unreachable") from None
+    try:
+        run_probe("dexrl.bridge.nodes:connect", {"address": address}, timeout=connect_timeout)
+    except ProbeError as exc:
+        auth = "auth" in str(exc).lower()
+        raise DexrlError(f"no working Ray cluster at {address}: {exc}",
+                         "export RAY_AUTH_MODE=token with the cluster's token in ~/.ray/auth_token"
+                         if auth else ADDRESS_FIX, where="--ray-address",
+                         code="ray-not-working") from None
+
+
+def alive_nodes() -> int:
+    """How many nodes of the connected Ray cluster are alive."""
+    import ray
+
+    return sum(1 for n in ray.nodes() if n.get("Alive"))
+
+
+def attach(address: str) -> Callable[[], int]:
+    """Connect this process to the Ray cluster at ``address``; returns :func:`alive_nodes`."""
+    import ray
+
+    ray.init(address=address, logging_level=logging.ERROR, log_to_driver=False)
+    return alive_nodes
+
+
+def connect(address: str) -> dict[str, Any]:
+    """Child-side probe: connect to ``address`` and count alive nodes (no shutdown: os._exit)."""
+    return {"alive": attach(address)()}

@@ -1,12 +1,6 @@
 """The frozen prefix's key/value cache of each training sample, kept for one global step.
 
-With ``train_expert_only`` the prefix (vision tower, projector, LLM) is frozen and a sample's
-prefix inputs never change, so its per-layer keys/values are the same in every PPO epoch and
-micro-batch of a global step. :class:`PrefixStore` keeps them, keyed by the ``sample_ids`` the
-rollout writes into ``forward_inputs`` (:func:`new_sample_ids`), within a memory budget
-(:class:`PrefixCacheSettings`): on the model's device first, then in (pinned) host memory, and
-samples beyond both budgets are recomputed at every use, exactly as without a cache. The adapter
-empties it at every new global step and after every training round (``docs/performance.md``).
+Design notes: docs/design/policy-adapters.md and docs/performance.md.
 """
 
 from __future__ import annotations
@@ -66,7 +60,8 @@ class PrefixCacheSettings:
             if isinstance(value, bool) or not isinstance(value, (int, float)) or not value >= 0:
                 raise DexrlError(f"prefix_cache.{key} is {value!r}, expected a number >= 0",
                                  hint="give the budget in GB; 0 for both recomputes the prefix "
-                                 "at every use", where=f"actor.model.dexbotic.prefix_cache.{key}")
+                                 "at every use", where=f"actor.model.dexbotic.prefix_cache.{key}",
+                                 code="policy-prefix-cache-budget")
             values[key] = float(value)
         return cls(**values)
 

@@ -1,17 +1,6 @@
 """A small built-in task in LIBERO's observation format, for learning runs on a CPU.
 
-The gripper is a point in a unit cube; each episode starts it at a random place in a box away
-from a fixed target, and the policy moves it with the first three action dimensions
-(``position += step_size * clip(action[:3], -1, 1)`` per env step). Observations are what
-RLinf's ``LiberoEnv`` gives a policy: ``main_images`` (a top view, x-y) and ``wrist_images``
-(a side view, x-z) as uint8 ``[B, H, W, 3]`` with the target drawn green and the gripper red,
-``states`` ``[B, 8]`` (position, a zero axis-angle, two gripper values) and
-``task_descriptions``. Reward is dense and shaped: the distance gained toward the target at each
-step, plus ``success_bonus`` at the step it comes within ``success_radius`` (success). After a
-success the episode is over: the point stays put and the reward is 0, as LIBERO's success flag
-stays raised. It implements the part of RLinf's env interface its ``EnvWorker`` uses with
-``auto_reset: False`` (reset, chunk_step, the ``episode`` metrics LIBERO reports), and runs in
-the env worker itself: no subprocess, no renderer, milliseconds per step.
+Design notes: docs/design/learning-checks.md.
 """
 
 from __future__ import annotations

@@ -1,15 +1,6 @@
 """dexrl's RLinf extension module: registers dexrl's policies in every process that builds one.
 
-RLinf's model registry is per process, and RLinf 0.3.0 imports ``$RLINF_EXT_MODULE`` and calls its
-``register()`` only inside Ray workers. dexrl therefore points ``RLINF_EXT_MODULE`` at this module
-(:data:`EXT_MODULE`) for the workers, and the driver calls :func:`register` itself before RLinf's
-``validate_cfg`` checks ``model_type``. :mod:`dexrl.bridge.roundtrip` proves that the workers see
-the same registrations.
-
-The policies come from :mod:`dexrl.catalog`: dexrl's own and those of installed plugins
-(``dexrl.policies`` entry points, discovered again in each worker). Builders import their module
-only when RLinf builds a model, so ``register()`` stays cheap in every worker (the env worker
-never builds one).
+Design notes: docs/design/policy-adapters.md.
 """
 
 from __future__ import annotations

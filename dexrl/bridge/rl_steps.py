@@ -1,17 +1,6 @@
 """PPO over a flow-matching denoising chain: which steps are stochastic, sampling, re-scoring.
 
-Model-agnostic: a policy hands in a ``denoise(x_t, t) -> (velocity, hidden)`` callable bound to
-its cached prefix; π0 and DM0 differ only there. The denoising chain walks the float32 Dexbotic
-time grid (:func:`dexrl.models.flow.sampling.time_grid`) from t = 1 (noise) to ~0 (actions).
-
-Per rollout call the *scored* steps are drawn once and shared by the batch: one random step
-(``ignore_last`` leaves the last step out), or every step with ``joint_logprob``. Scored steps
-sample from the Gaussian of the noise method (``flow_sde``/``flow_cps``); all other steps take
-the deterministic ODE mean. The log-prob of an action chunk is the per-element mean over the
-scored terms; with ``joint_logprob`` the N(0, I) density of the initial noise is one more term
-(RLinf's convention, so its clip ranges carry over). Re-scoring stored chains in training runs
-exactly the same functions on exactly the same inputs, so the first PPO ratio is exactly 1 in
-fp32 (it is only approximately 1 in bf16 on a GPU, where kernels may differ by batch shape).
+Design notes: docs/design/policy-adapters.md.
 """
 
 from __future__ import annotations
@@ -83,7 +72,7 @@ class RLSettings:
         for key, why in _UNSUPPORTED.items():
             if cfg.get(key, False):
                 raise DexrlError(f"{key} is not supported ({why})", hint=f"set {key}: false",
-                                 where=f"actor.model.{key}")
+                                 where=f"actor.model.{key}", code="policy-setting-unsupported")
         settings = cls(
             num_steps=int(cfg.get("num_steps", cls.num_steps)),
             noise_method=str(dex.get("noise_method", cls.noise_method)),
@@ -125,7 +114,8 @@ class RLSettings:
         if problems:
             key, message, hint = problems[0]
             raise DexrlError(message, hint=hint, where=f"actor.model.{key}",
-                             details=[f"actor.model.{k}: {m}" for k, m, _ in problems[1:]])
+                             details=[f"actor.model.{k}: {m}" for k, m, _ in problems[1:]],
+                             code="policy-setting-out-of-range")
 
     @property
     def stochastic_steps(self) -> int:
@@ -196,7 +186,7 @@ def unpack_chains(bits: torch.Tensor) -> torch.Tensor:
     if bits.dtype != torch.int32:
         raise DexrlError(f"forward_inputs chains_bits has dtype {bits.dtype}, expected int32",
                          hint="pass forward_inputs exactly as predict_action_batch returned them",
-                         where="forward_inputs.chains_bits")
+                         where="forward_inputs.chains_bits", code="policy-forward-inputs-dtype")
     return bits.view(torch.float32)
 
 
@@ -292,6 +282,7 @@ def score_chain(
             hint="train only on rollouts collected with sampling on (mode 'train', "
             "do_sample true) and the same num_steps/ignore_last",
             where="forward_inputs.denoise_inds",
+            code="policy-forward-inputs-not-stochastic",
         )
     chains = chains.to(torch.float32)
     grid = time_grid(settings.num_steps).to(chains.device)

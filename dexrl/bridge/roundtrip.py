@@ -60,6 +60,7 @@ class RoundTrip:
             "workers use (the same virtual environment on every node), then run `dexrl doctor`",
             where=f"{EXT_MODULE_VAR}={self.ext_module}" + (f" on {self.node}" if self.node else ""),
             details=[*self.details, *tail],
+            code="rlinf-workers-cannot-load",
         )
 
 

@@ -27,13 +27,13 @@ from typing import Any, TextIO
 
 from dexrl.bridge.nodes import job_actors
 from dexrl.errors import DexrlError
-from dexrl.runs import mark_complete
+from dexrl.runs.checkpoints import mark_complete
 
 
 @dataclass(frozen=True)
 class Progress:
     """One event of a run, handed to ``launch(on_progress=...)`` in the main thread (the CLI
-    renders it with :class:`dexrl.progress.ProgressPrinter`).
+    renders it with :class:`dexrl.training.progress.ProgressPrinter`).
 
     Attributes:
         kind: ``"ready"`` (workers up), ``"step"`` (a global step finished) or ``"checkpoint"``
@@ -332,6 +332,7 @@ class Supervisor:
         return DexrlError(
             f"RLinf's training loop stopped at step {self.step}: {type(exc).__name__}: {exc}",
             f"the traceback is in {self.log_hint}",
+            code="training-loop-failed",
         )
 
     def _lost_node(self, wait_s: float = 0.0) -> DexrlError | None:
@@ -352,12 +353,14 @@ class Supervisor:
             return lost
         if not causes:
             return DexrlError(f"an RLinf worker failed during step {self.step + 1}",
-                              f"the worker's traceback is in {self.log_hint}")
+                              f"the worker's traceback is in {self.log_hint}",
+                              code="training-worker-failed")
         name, summary, lines = causes[0]
         return DexrlError(
             f"RLinf worker {name} failed during step {self.step + 1}: {summary}",
             f"fix the cause, then resume from the last checkpoint; full logs in {self.log_hint}",
             details=lines[-8:],
+            code="training-worker-failed",
         )
 
     def _stall(self, idle_s: float) -> DexrlError:
@@ -369,6 +372,7 @@ class Supervisor:
             "one of these worker groups is stuck (the others wait for its data); their output "
             f"is in {self.log_hint}. If steps are just slow, raise the stall timeout",
             details=[f"stall timeout: {self.stall_timeout_s:.0f} s"],
+            code="training-stalled",
         )
 
 

@@ -1,22 +1,12 @@
 """The worker and runner classes dexrl launches: RLinf's own, behind thin subclasses.
 
-The worker subclasses add almost no behaviour (the rollout seeds its sampling noise; the env can
-serve dexrl's own tasks). They exist so that every Ray worker process imports this
-module (Ray imports a class's module to unpickle it) before RLinf's ``Worker.__new__`` reads the
-torch platform, which is the moment :func:`dexrl.bridge.cpu_platform.install` has to precede on a
-node without an accelerator. On a node with one, the import changes nothing.
-
-:class:`DexrlRunner` is RLinf's ``EmbodiedRunner`` with three hooks reported to a
-:class:`RunListener`: workers ready, each global step's metrics (the dict RLinf prints as its
-table, flushed to TensorBoard first), and each checkpoint once RLinf's save has returned; its
-W&B and SwanLab runs are named after the run folder. The training loop stays RLinf's.
+Design notes: docs/design/launch-and-supervision.md.
 """
 
 from __future__ import annotations
 
 import contextlib
 import copy
-import os
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any, Protocol
@@ -136,9 +126,9 @@ class RunListener(Protocol):
 
 def checkpoint_path(cfg: Any, step: int) -> Path:
     """Where RLinf 0.3.0 saves global step ``step`` (under ``<log_path>/<experiment_name>``)."""
-    logger = cfg.runner.logger
-    return Path(os.path.join(logger.log_path, logger.experiment_name,
-                             "checkpoints", f"global_step_{step}"))
+    from dexrl.runs.layout import rlinf_step_dir
+
+    return rlinf_step_dir(cfg.runner.logger.log_path, cfg.runner.logger.experiment_name, step)
 
 
 def run_metric_logger(cfg: Any) -> MetricLogger:

@@ -24,7 +24,7 @@ HEADERS = ("suite", "model", "model_type", "config name", "eval horizon", "from"
 def rows() -> list[dict[str, object]]:
     """One record per config (suite × policy)."""
     from dexrl.catalog import SUITES, policies
-    from dexrl.config import shipped_matrix
+    from dexrl.config.compose import shipped_matrix
 
     known = policies()
     return [dict(zip(COLUMNS, (suite, policy, known[policy].model_type, name,

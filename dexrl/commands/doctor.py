@@ -11,8 +11,8 @@ import typer
 from dexrl.errors import DexrlError
 
 if TYPE_CHECKING:
-    from dexrl.checks import Finding
     from dexrl.doctor.context import Context
+    from dexrl.errors import Finding
 
 EPILOG = """\
 Examples:
@@ -31,7 +31,7 @@ Examples:
       A block to paste into a bug report (versions, GPUs, driver, variables, results).
 
   dexrl doctor --json | jq '.checks[] | select(.status == "fail")'
-      The stable JSON document (schema dexrl.doctor/1, described in dexrl/doctor/report.py).
+      The stable JSON document (schema dexrl.doctor/1, see docs/cli.md).
 """
 
 
@@ -44,10 +44,11 @@ def build_context(suite: str | None, model: str | None, config_name: str | None,
         The context and the config findings (``None`` without a config).
     """
     from dexrl.catalog import get_suite
-    from dexrl.config import compose_and_check, suite_of
+    from dexrl.config.checked import compose_and_check
+    from dexrl.config.compose import suite_of
     from dexrl.doctor.context import DEFAULT_SUITE, Budget, Context
-    from dexrl.hub import resolve_ckpt
-    from dexrl.training import ckpt_overrides
+    from dexrl.hub.home import resolve_ckpt
+    from dexrl.training.session import ckpt_overrides
 
     ctx = Context(Budget(budget), suite=DEFAULT_SUITE, ray_address=ray_address or None,
                   quick=quick)
@@ -62,7 +63,7 @@ def build_context(suite: str | None, model: str | None, config_name: str | None,
         return ctx, validated.findings
     if overrides:
         raise DexrlError("overrides need a config", "add --suite S --model M or --config-name "
-                         "NAME", where="overrides")
+                         "NAME", where="overrides", code="doctor-overrides-need-config")
     if suite:
         ctx.suite = get_suite(suite).name
     ctx.ckpt = ckpt_path
@@ -89,17 +90,18 @@ def doctor(
     # Imported here so that `dexrl --help` does not pay for the doctor's modules.
     from rich.console import Console
 
+    from dexrl.bridge.nodes import check_address
     from dexrl.console import console
-    from dexrl.doctor import cluster
     from dexrl.doctor.report import exit_code, print_table, relevant_env, to_json, to_markdown
     from dexrl.doctor.schedule import areas, run_doctor
 
     if as_json and markdown:
-        raise DexrlError("--json and --markdown are exclusive", "pick one output format")
+        raise DexrlError("--json and --markdown are exclusive", "pick one output format",
+                         code="flags-json-markdown")
     ctx, findings = build_context(suite, model, config_name, list(overrides or []), ckpt,
                                   ray_address, quick, budget)
     if ctx.ray_address:
-        cluster.check_address(ctx.ray_address, connect_timeout=min(60.0, budget / 2))
+        check_address(ctx.ray_address, connect_timeout=min(60.0, budget / 2))
     ctx.facts["env"] = relevant_env()  # before Ray adds variables of its own
     err = Console(stderr=True, highlight=False)
     if sys.stderr.isatty() and not (as_json or markdown):

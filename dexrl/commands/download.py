@@ -9,10 +9,11 @@ from typing import TYPE_CHECKING
 
 import typer
 
-from dexrl import hub
 from dexrl.console import console, print_json
-from dexrl.downloads import Downloaded, download_checkpoint, known_repos
 from dexrl.errors import DexrlError
+from dexrl.hub.download import Downloaded, download_checkpoint, known_repos
+from dexrl.hub.home import checkpoint_dir
+from dexrl.hub.repos import KNOWN_REPOS
 from dexrl.units import size
 
 if TYPE_CHECKING:
@@ -76,8 +77,8 @@ def usage_lines(done: Downloaded) -> list[str]:
     path = shlex.quote(str(done.path))
     lines = [f"Downloaded {done.manifest.repo_id} to: {done.path}",
              f"Use it with: actor.model.model_path={path}  (or: dexrl train --ckpt {path})"]
-    known = hub.KNOWN_REPOS.get(done.manifest.repo_id)
-    if known and done.path == hub.checkpoint_dir(known.repo_id).absolute():
+    known = KNOWN_REPOS.get(done.manifest.repo_id)
+    if known and done.path == checkpoint_dir(known.repo_id).absolute():
         lines.append(f"This is the default model_path of the --model {known.policy} configs: "
                      "no override needed.")
     return lines
@@ -148,7 +149,7 @@ def download(
         if repo_id or libero_assets or revision or local_dir or include or exclude or force:
             raise DexrlError("--list shows the known repositories and takes no REPO_ID or "
                              "download option", "run `dexrl download --list` on its own (with "
-                             "--json for a script)")
+                             "--json for a script)", code="flags-list-exclusive")
         if as_json:
             print_json("dexrl.download.list/1", repositories=known_repos())
             return
@@ -159,12 +160,14 @@ def download(
     if libero_assets:
         if repo_id or include or exclude or as_json:
             raise DexrlError("--libero-assets takes no REPO_ID, --include, --exclude or --json",
-                             "run `dexrl download --libero-assets` on its own")
+                             "run `dexrl download --libero-assets` on its own",
+                             code="flags-libero-assets-exclusive")
         _assets(revision, local_dir, force, out)
         return
     if not repo_id:
         raise DexrlError("which repository?", "give a repo id, e.g. `dexrl download "
-                         "Dexmal/libero-db-pi0` (`dexrl download --list` shows the known ones)")
+                         "Dexmal/libero-db-pi0` (`dexrl download --list` shows the known ones)",
+                         code="download-no-repo-id")
     done = download_checkpoint(repo_id, revision=revision, local_dir=local_dir, include=include,
                                exclude=exclude, force=force)
     if as_json:
@@ -176,7 +179,7 @@ def download(
 
 
 def _assets(revision: str | None, local_dir: Path | None, force: bool, out: Console) -> None:
-    from dexrl.libero_assets import fetch_hub_assets
+    from dexrl.hub.libero_assets import fetch_hub_assets
 
     placed = fetch_hub_assets(revision=revision, local_dir=local_dir, force=force)
     if placed.snapshot is None:

@@ -80,7 +80,7 @@ def eval_command(
     """Evaluate a checkpoint on LIBERO through RLinf's own env wrapper."""
     from dexrl.bridge.supervise import Output
     from dexrl.evaluation import report, session
-    from dexrl.hub import resolve_ckpt
+    from dexrl.hub.home import resolve_ckpt
 
     log = _temporary_log()
     claimed: list[Path] = []  # the output folder, once the evaluation has started writing it

@@ -45,7 +45,7 @@ def export_command(
 
     say = console()
     if repo_id:
-        from dexrl.hub import check_repo_id
+        from dexrl.hub.home import check_repo_id
 
         check_repo_id(repo_id)  # before minutes of writing
     source = resolve_checkpoint(checkpoint, base)

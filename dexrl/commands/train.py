@@ -7,7 +7,7 @@ from pathlib import Path
 
 import typer
 
-from dexrl.training import NewRun, launch_plan, prepare, refuse_on_errors, run, start
+from dexrl.training.session import NewRun, launch_plan, prepare, refuse_on_errors, run, start
 
 EPILOG = """\
 Examples:
@@ -23,7 +23,8 @@ Examples:
       Prints placement, per-step work, checkpoint size and a memory estimate; starts nothing.
 
   dexrl train --suite libero_10 --model pi0 --ray-address 10.0.0.1:6379 cluster.num_nodes=2
-      Attach to a Ray cluster started on every node with RLINF_NODE_RANK set (see README).
+      Attach to a Ray cluster started on every node with RLINF_NODE_RANK set (see
+      docs/multi-node.md).
 """
 
 
@@ -61,9 +62,9 @@ def train(
 
 def show_plan(new: NewRun) -> None:
     """Print what a launch would do (``--dry-run``); nothing is started or written."""
-    from dexrl import runs
     from dexrl.console import console
-    from dexrl.launch_plan import render_plan
+    from dexrl.runs.settings import render_settings
+    from dexrl.training.plan import render_plan
 
     result, findings, per_node = new.result, new.findings, new.per_node
     target, settings = new.target, new.settings
@@ -77,7 +78,7 @@ def show_plan(new: NewRun) -> None:
     command = [a for a in sys.argv if a != "--dry-run"]
     out.print(f"Run directory: {target}", markup=False)
     out.print("Run-folder settings (dexrl sets these, in config.yaml too):", markup=False)
-    for line in runs.render_settings(settings):
+    for line in render_settings(settings):
         out.print(f"  {line}", markup=False)
     out.print(f"Launch command: {' '.join(command)}", markup=False)
 

@@ -11,7 +11,7 @@ from dexrl.errors import DexrlError
 if TYPE_CHECKING:
     from rich.console import Console
 
-    from dexrl.config import Validated
+    from dexrl.config.checked import Validated
 
 EPILOG = """\
 Examples:
@@ -80,7 +80,8 @@ def validate(
     """Compose and check a training config (no Ray, no GPU, no rlinf import)."""
     from rich.console import Console
 
-    from dexrl.config import compose_and_check, to_yaml
+    from dexrl.config.checked import compose_and_check
+    from dexrl.config.compose import to_yaml
 
     if explain:
         show_key(explain, suite, model, config_name, overrides or [])
@@ -92,15 +93,16 @@ def validate(
             out.print(to_yaml(result.cfg), markup=False, soft_wrap=True)
         except Exception as exc:  # an interpolation that cannot resolve
             raise DexrlError(f"config does not resolve: {' '.join(str(exc).split())}",
-                             "fix the interpolation or the override that feeds it") from None
+                             "fix the interpolation or the override that feeds it",
+                             code="config-does-not-resolve") from None
     raise typer.Exit(report(result, Console(stderr=True, highlight=False, soft_wrap=True), strict))
 
 
 def show_key(key: str, suite: str | None, model: str | None, config_name: str | None,
              overrides: list[str]) -> None:
     """Print what the value schema says about ``key``, with its value in the composed config."""
-    from dexrl.checks.schema import explain
-    from dexrl.config import compose, resolve_config_name
+    from dexrl.config.compose import compose, resolve_config_name
+    from dexrl.config.schema import explain
 
     if not (suite or model or config_name):
         suite, model = DEFAULT_EXPLAIN

@@ -12,6 +12,10 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any, Literal
 
+from dexrl.errors import one_line
+
+__all__ = ["one_line"]  # doctor's areas name it with the rest of the result helpers
+
 Status = Literal["ok", "warn", "fail", "skip"]
 STATUSES: tuple[Status, ...] = ("ok", "warn", "fail", "skip")
 
@@ -67,12 +71,6 @@ def fail(id: str, finding: str, fix: str, **details: Any) -> CheckResult:  # noq
 def skip(id: str, finding: str, fix: str, **details: Any) -> CheckResult:  # noqa: A002
     """A ``skip`` result: the check did not run."""
     return CheckResult(id, "skip", finding, fix, details)
-
-
-def one_line(exc: BaseException) -> str:
-    """``Type: message`` of an exception on one line."""
-    text = " ".join(str(exc).split())
-    return f"{type(exc).__name__}: {text}" if text else type(exc).__name__
 
 
 CRASH_FIX = "this is a bug in dexrl doctor: report it with the output of `dexrl doctor --markdown`"

@@ -8,13 +8,14 @@ from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
 
-from dexrl import hub
-from dexrl.checks.checkpoint_dir import Verification, verify_checkpoint
-from dexrl.checks.config import Facts
+from dexrl.config.checks import Facts
 from dexrl.doctor import CheckResult, fail, guarded, ok, skip, warn
 from dexrl.doctor.context import NO_CONFIG_FIX, Context
 from dexrl.errors import DexrlError
+from dexrl.hub.manifest import Manifest, read_download_manifest
+from dexrl.hub.verify import Verification, verify_checkpoint
 from dexrl.models.layout import weight_files
+from dexrl.runs.layout import RUNS_ROOT
 
 GB = 1e9
 
@@ -23,7 +24,6 @@ def size(n: float) -> str:
     """Bytes as GB, or MB below a tenth of a GB."""
     return f"{n / GB:.1f} GB" if n >= 0.1 * GB else f"{n / 1e6:.1f} MB"
 
-RUNS_DIR = Path("runs")  # where `dexrl train` puts run folders by default
 DISK_MARGIN = 0.8  # warn when the saves would take more than this share of the free space
 CKPT_FIX = "pass --ckpt PATH (or a repo id fetched by `dexrl download`), or a config"
 
@@ -32,7 +32,7 @@ CKPT_FIX = "pass --ckpt PATH (or a repo id fetched by `dexrl download`), or a co
 class Provenance:
     """The ``dexrl download`` manifest of a checkpoint, if any, and files changed since."""
 
-    manifest: hub.Manifest | None
+    manifest: Manifest | None
     changed: tuple[str, ...] = ()
     error: str | None = None
 
@@ -40,7 +40,7 @@ class Provenance:
 def read_provenance(path: Path) -> Provenance:
     """Read the download manifest and compare the files with it."""
     try:
-        manifest = hub.read_download_manifest(path)
+        manifest = read_download_manifest(path)
     except DexrlError as exc:
         return Provenance(None, (), exc.message)
     if manifest is None:
@@ -116,12 +116,12 @@ def run(ctx: Context) -> Iterator[CheckResult]:
         time.monotonic() - start)
     saves = None
     if ctx.cfg is not None:
-        from dexrl.launch_plan import make_plan
+        from dexrl.training.plan import make_plan
 
         saves = make_plan(ctx.cfg, Facts(ctx.suite, 1)).saves
     try:
         size = sum(f.stat().st_size for f in weight_files(ctx.ckpt))
     except DexrlError:
         size = 0  # checkpoint.files reports why there are no weights
-    where, free = free_bytes(RUNS_DIR)
+    where, free = free_bytes(RUNS_ROOT)
     yield guarded("checkpoint.disk", check_disk, size, saves, where, free)

@@ -20,11 +20,10 @@ from typing import Any
 
 from omegaconf import DictConfig, OmegaConf
 
-from dexrl.config import renders
+from dexrl.bridge.nodes import OtherRay, other_ray_instances
+from dexrl.config.compose import renders
 from dexrl.doctor import GIB, CheckResult, cuda, extension, fail, guarded, ok, one_line, skip, warn
 from dexrl.doctor.context import NO_CONFIG_FIX, Context
-from dexrl.doctor.subproc import ProbeError, run_probe
-from dexrl.errors import DexrlError
 
 GB = 1e9
 ENV_PROCESS_BYTES = 2.2 * GB  # RSS of one LIBERO env subprocess, measured (rlinf-notes)
@@ -84,72 +83,6 @@ class RayFacts:
     address: str
     start_s: float
     nodes: tuple[NodeFacts, ...]
-
-
-@dataclass(frozen=True)
-class OtherRay:
-    """Ray instances found on this machine before doctor started its own.
-
-    Attributes:
-        running: GCS addresses of running instances.
-        recorded: The address ``ray start`` last recorded (what ``address="auto"`` tries first).
-        attach: The address doctor was asked to attach to, if any.
-    """
-
-    running: tuple[str, ...]
-    recorded: str | None
-    attach: str | None
-
-
-def other_ray_instances(attach: str | None) -> OtherRay:
-    """Look for Ray instances already on this machine (before starting one)."""
-    from ray._private import services
-
-    return OtherRay(tuple(sorted(services.find_gcs_addresses())),
-                    services.find_bootstrap_address(None), attach)
-
-
-ADDRESS_FIX = ("check the head's address and port (`ray status` on the head), or drop "
-               "--ray-address/RAY_ADDRESS to use a private local instance")
-
-
-def check_address(address: str, timeout: float = 5.0, connect_timeout: float = 60.0) -> None:
-    """Fail fast on a Ray address that is not a working Ray cluster (bad input: exit 2).
-
-    A TCP check first; then a real connection in a child interpreter, because ``ray.init`` waits
-    forever on a port that accepts connections but is not Ray's.
-
-    Raises:
-        DexrlError: nothing listens there, ``auto`` finds no Ray here, or Ray does not answer.
-    """
-    if address == "auto" and not other_ray_instances(address).running:
-        raise DexrlError("--ray-address auto: no Ray instance runs on this machine",
-                         "start one with `ray start --head` or drop --ray-address",
-                         where="--ray-address")
-    if address not in ("auto", "local"):
-        host, _, port = address.removeprefix("ray://").rpartition(":")
-        try:
-            with socket.create_connection((host or "127.0.0.1", int(port)), timeout=timeout):
-                pass
-        except (OSError, ValueError) as exc:
-            raise DexrlError(f"cannot reach the Ray cluster at {address}: "
-                             f"{' '.join(str(exc).split())}", ADDRESS_FIX,
-                             where="--ray-address") from None
-    try:
-        run_probe("dexrl.doctor.cluster:connect", {"address": address}, timeout=connect_timeout)
-    except ProbeError as exc:
-        auth = "auth" in str(exc).lower()
-        raise DexrlError(f"no working Ray cluster at {address}: {exc}",
-                         "export RAY_AUTH_MODE=token with the cluster's token in ~/.ray/auth_token"
-                         if auth else ADDRESS_FIX, where="--ray-address") from None
-
-
-def connect(address: str) -> dict[str, Any]:
-    """Child-side probe: connect to ``address`` and count alive nodes (no shutdown: os._exit)."""
-    import ray
-
-    ray.init(address=address, logging_level=logging.ERROR, log_to_driver=False)
-    return {"alive": sum(1 for n in ray.nodes() if n.get("Alive"))}
 
 
 def start_ray(address: str | None) -> tuple[str, float]:
@@ -280,7 +213,7 @@ def check_node_ranks(r: RayFacts, cfg: DictConfig | None) -> CheckResult:
 
 def check_placement(r: RayFacts, cfg: DictConfig | None) -> CheckResult:
     """The worker groups each node (by ``RLINF_NODE_RANK``) gets from the config's placement."""
-    from dexrl.launch_plan import by_node, placement, render_by_node
+    from dexrl.training.plan import by_node, placement, render_by_node
 
     if cfg is None:
         return skip("ray.placement", "no config to place", NO_CONFIG_FIX)

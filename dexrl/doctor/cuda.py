@@ -1,6 +1,6 @@
 """Check 2, CUDA: devices, driver, free memory, and enough GPUs for the config's placement.
 
-torch's CUDA initialisation runs in a child interpreter (:mod:`dexrl.doctor.subproc`): a broken
+torch's CUDA initialisation runs in a child interpreter (:mod:`dexrl.subproc`): a broken
 driver can hang it, and the doctor must not hang with it.
 """
 
@@ -17,10 +17,10 @@ from typing import Any
 
 from omegaconf import DictConfig, OmegaConf
 
-from dexrl.checks.config import parse_placement
+from dexrl.config.checks import parse_placement
 from dexrl.doctor import GIB, CheckResult, fail, guarded, ok, skip, warn
 from dexrl.doctor.context import NO_CONFIG_FIX, Context
-from dexrl.doctor.subproc import ProbeError, run_probe
+from dexrl.subproc import ProbeError, run_probe
 
 SMOKE_HINT = "on this machine, `dexrl train --suite S --model M --smoke` runs the CPU smoke test"
 BUSY_FRACTION = 0.8  # less free memory than this means another process holds the GPU

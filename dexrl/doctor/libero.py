@@ -16,8 +16,8 @@ import yaml
 
 from dexrl.doctor import CheckResult, fail, guarded, ok, skip
 from dexrl.doctor.context import Context
-from dexrl.doctor.subproc import ProbeError, run_probe
-from dexrl.libero_assets import is_asset_tree, libero_assets_dir, libero_config_dir
+from dexrl.hub.libero_assets import is_asset_tree, libero_assets_dir, libero_config_dir
+from dexrl.subproc import ProbeError, run_probe
 
 # Keys of LIBERO's config file that must point into the installed package.
 CONFIG_KEYS = ("benchmark_root", "bddl_files", "init_states", "assets")
@@ -44,7 +44,7 @@ class LiberoConfig:
 
 def import_libero() -> dict[str, Any]:
     """Child-side probe: import LIBERO the way RLinf does, after dexrl picks its config folder."""
-    from dexrl.libero_assets import use_libero_config_dir
+    from dexrl.hub.libero_assets import use_libero_config_dir
 
     use_libero_config_dir()
     start = time.perf_counter()
@@ -56,7 +56,7 @@ def import_libero() -> dict[str, Any]:
 
 def step_env(suite: str, steps: int = 10) -> dict[str, Any]:
     """Child-side probe: create one env of ``suite`` (task 0), reset to an init state, step."""
-    from dexrl.libero_assets import use_libero_config_dir
+    from dexrl.hub.libero_assets import use_libero_config_dir
 
     use_libero_config_dir()
     import numpy as np

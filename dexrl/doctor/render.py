@@ -19,7 +19,7 @@ from typing import Any
 
 from dexrl.doctor import CheckResult, fail, guarded, ok, skip, warn
 from dexrl.doctor.context import Context
-from dexrl.doctor.subproc import ProbeError, run_probe
+from dexrl.subproc import ProbeError, run_probe
 
 # Where libglvnd looks for EGL vendor files when __EGL_VENDOR_LIBRARY_* are unset.
 VENDOR_DIRS = ("/etc/glvnd/egl_vendor.d", "/usr/share/glvnd/egl_vendor.d")

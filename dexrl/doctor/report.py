@@ -1,28 +1,6 @@
 """Render doctor results: a terminal table, a JSON document, a Markdown block for bug reports.
 
-JSON document, schema ``dexrl.doctor/1`` (fields are only ever added within one version)::
-
-    {
-      "schema": "dexrl.doctor/1",
-      "dexrl": "0.1.0",                      # dexrl's version
-      "created": "2026-01-01T12:00:00+00:00",
-      "options": {"suite": ..., "config": ..., "ckpt": ..., "ray_address": ...,
-                  "quick": false, "budget_s": 300.0},
-      "elapsed_s": 14.2,
-      "exit_code": 1,                         # 0: nothing failed, 1: something failed
-      "summary": {"ok": 10, "warn": 3, "fail": 2, "skip": 2},
-      "environment": {
-        "python": "3.11.7", "executable": "...", "platform": "Linux-...",
-        "versions": {"torch": "2.13.0", ...},   # null: not installed
-        "gpus": [{"index": 0, "name": ..., "free_bytes": ..., "total_bytes": ...}],
-        "driver": "550.54" | null, "cuda": "12.4" | null,
-        "env": {"MUJOCO_GL": "egl", ...}       # only the variables that matter, when set
-      },
-      "checks": [
-        {"id": "ray.nodes", "status": "ok" | "warn" | "fail" | "skip", "finding": "...",
-         "fix": "..." | null, "seconds": 1.2 | null, "details": {...}}
-      ]
-    }
+Design notes: docs/cli.md (the doctor JSON document) and docs/design/doctor.md.
 """
 
 from __future__ import annotations

@@ -13,8 +13,7 @@ import time
 from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass
 
-from dexrl.checks import Finding
-from dexrl.config import renders
+from dexrl.config.compose import renders
 from dexrl.doctor import (
     CRASH_FIX,
     CheckResult,
@@ -31,6 +30,7 @@ from dexrl.doctor import (
     warn,
 )
 from dexrl.doctor.context import BudgetExhausted, Context
+from dexrl.errors import Finding
 
 AreaRun = Callable[[Context], Iterable[CheckResult]]
 

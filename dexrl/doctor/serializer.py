@@ -1,13 +1,6 @@
 """Check ``stack.serializer``: numpy works with everything a run passes arrays through.
 
-dexrl's numpy and pyarrow ranges are the tested ones, not a list of what breaks: the pipeline ran
-on numpy 2.x (GPU images ship it) although the local install resolves numpy 1.26, and the one
-combination seen to break, numpy 1.x with pyarrow >= 26, fails only at the first Ray call
-(``ImportError: pyarrow requires NumPy 2.0 or newer``, raised from Ray's serializer, which
-tolerates a missing pyarrow but not a broken one). So this check decides by doing what breaks: in
-a fresh interpreter it imports the compiled modules a run loads that use numpy's C API, converts
-between numpy and torch, and sends a numpy array and a torch tensor through a private Ray instance
-and back.
+Design notes: docs/design/doctor.md.
 """
 
 from __future__ import annotations
@@ -18,7 +11,7 @@ from importlib import import_module
 from typing import Any
 
 from dexrl.doctor import CheckResult, fail, ok, one_line
-from dexrl.doctor.subproc import ProbeError, run_probe
+from dexrl.subproc import ProbeError, run_probe
 
 # Compiled modules built against numpy's C API that a run imports (pyarrow through Ray's
 # serializer, numba through robosuite, cv2 and mujoco through LIBERO).

@@ -1,13 +1,6 @@
 """The evaluation episode loop: parallel envs, one policy call per action chunk, fixed episodes.
 
-The loop is environment-agnostic: it drives anything with the :class:`~dexrl.vec_env.VecEnv`
-interface (:class:`dexrl.bridge.libero_env.LiberoVecEnv` wraps RLinf's own LIBERO env). Every
-episode is
-fixed in advance (:mod:`dexrl.evaluation.episodes`); its outcome does not depend on which env slot
-runs it, because the policy's initial noise comes from the episode's own seed.
-
-An episode succeeds when the env reports success within ``max_episode_steps`` steps (LIBERO's
-"success once": the episode ends at the first success); otherwise it is truncated and fails.
+Design notes: docs/design/evaluation.md.
 """
 
 from __future__ import annotations

@@ -23,15 +23,16 @@ def parse_tasks(spec: str | None, num_tasks: int) -> list[int]:
             first, last = int(low), int(high if sep else low)
         except ValueError:
             raise DexrlError(f"'{item}' is not a task id or range", "write ids and ranges like "
-                             "0,3-5", where="--tasks") from None
+                             "0,3-5", where="--tasks", code="eval-tasks-syntax") from None
         if first > last:
             raise DexrlError(f"range '{item}' runs backwards", f"write it as {last}-{first}",
-                             where="--tasks")
+                             where="--tasks", code="eval-tasks-syntax")
         ids.update(range(first, last + 1))
     bad = sorted(i for i in ids if not 0 <= i < num_tasks)
     if bad:
         raise DexrlError(f"task id(s) {', '.join(map(str, bad))} do not exist in this suite",
-                         f"the suite has tasks 0-{num_tasks - 1}", where="--tasks")
+                         f"the suite has tasks 0-{num_tasks - 1}", where="--tasks",
+                         code="eval-task-out-of-range")
     return sorted(ids)
 
 
@@ -65,13 +66,14 @@ def plan_episodes(
     """
     if episodes_per_task < 1:
         raise DexrlError(f"--episodes-per-task is {episodes_per_task}", "use at least 1",
-                         where="--episodes-per-task")
+                         where="--episodes-per-task", code="eval-episodes-per-task-invalid")
     short = {t: init_states[t] for t in tasks if init_states[t] < episodes_per_task}
     if short:
         fewest = min(short.values())
         raise DexrlError(f"{episodes_per_task} episodes per task asked, but task(s) "
                          f"{', '.join(map(str, short))} have only {fewest} initial states",
                          f"use --episodes-per-task {fewest} or less (each episode starts from "
-                         "its own fixed initial state)", where="--episodes-per-task")
+                         "its own fixed initial state)", where="--episodes-per-task",
+                         code="eval-too-many-episodes")
     return [Episode(t, k, noise_seed(seed, t, k), scene_seed(seed, t, k))
             for t in tasks for k in range(episodes_per_task)]

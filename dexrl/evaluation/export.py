@@ -1,15 +1,6 @@
 """``dexrl export``: an RLinf training checkpoint back into Dexbotic's checkpoint layout.
 
-The output folder holds what Dexbotic's loader, ``dexrl eval`` and ``dexrl train`` read:
-``config.json``, ``model.safetensors`` (the trained weights under Dexbotic's own names, plus the
-unused entries the base checkpoint carried, so the key set equals the base's), the tokenizer,
-``preprocessor_config.json`` and ``norm_stats.json`` copied from the base checkpoint. The PPO
-value head is dropped, or kept beside the model in ``value_head.safetensors``. ``dexrl-export.json``
-records where it came from and the training settings ``dexrl eval`` uses as its defaults;
-``README.md`` is a model card with the latest evaluation table, if there is one.
-
-The folder is built under a hidden name beside ``--out``, made durable and renamed at the end
-(:func:`dexrl.durable.staged_folder`): a failed or interrupted export leaves nothing at ``--out``.
+Design notes: docs/design/evaluation.md.
 """
 
 from __future__ import annotations
@@ -26,7 +17,6 @@ import torch
 from safetensors import safe_open
 from safetensors.torch import save_file
 
-from dexrl import durable
 from dexrl.errors import DexrlError
 from dexrl.evaluation.results import RESULTS_FILE, load_results
 from dexrl.evaluation.sources import (
@@ -36,11 +26,14 @@ from dexrl.evaluation.sources import (
     read_training_weights,
     unused_key_patterns,
 )
+from dexrl.hub.manifest import MANIFEST_NAME
+from dexrl.runs import durable
+from dexrl.runs.layout import EVALS
 
 WEIGHTS_FILE = "model.safetensors"
 VALUE_HEAD_FILE = "value_head.safetensors"
 CARD_FILE = "README.md"
-_NOT_COPIED = {"dexrl-checkpoint.json", EXPORT_MANIFEST, CARD_FILE,
+_NOT_COPIED = {MANIFEST_NAME, EXPORT_MANIFEST, CARD_FILE,
                "model.safetensors.index.json"}
 
 
@@ -69,16 +62,18 @@ def check_export_out(out: Path, overwrite: bool) -> None:
     """Refuse a non-empty ``out`` unless ``overwrite`` and it is an earlier dexrl export."""
     out = Path(out)
     if out.exists() and not out.is_dir():
-        raise DexrlError("the output path is a file", "choose a folder with --out", where=str(out))
+        raise DexrlError("the output path is a file", "choose a folder with --out", where=str(out),
+                         code="export-out-is-a-file")
     if not out.is_dir() or not any(out.iterdir()):
         return
     if not overwrite:
         raise DexrlError("the output folder is not empty", "choose another --out, or add "
-                         "--overwrite to replace an earlier export", where=str(out))
+                         "--overwrite to replace an earlier export", where=str(out),
+                         code="export-out-not-empty")
     if not (out / EXPORT_MANIFEST).is_file():
         raise DexrlError("the output folder holds files that are not a dexrl export; "
                          "--overwrite only replaces earlier exports", "choose another --out",
-                         where=str(out))
+                         where=str(out), code="export-out-foreign-files")
 
 
 def export_checkpoint(source: CheckpointSource, out: Path, *, keep_value_head: bool = False,
@@ -100,7 +95,7 @@ def export_checkpoint(source: CheckpointSource, out: Path, *, keep_value_head: b
     if source.form != "rlinf":
         raise DexrlError("this is already a Dexbotic checkpoint; export converts RLinf training "
                          "checkpoints", "pass an RLinf run folder or its global_step_N folder",
-                         where=str(source.path))
+                         where=str(source.path), code="export-already-dexbotic")
     out = Path(out).expanduser().resolve()
     check_export_out(out, overwrite)
     results = Path(results) if results is not None else find_results(source)
@@ -148,7 +143,7 @@ def _dexbotic_state(source: CheckpointSource, trained: dict[str, torch.Tensor]
     if details:
         raise DexrlError("the training weights do not match the base checkpoint's weights",
                          "pass the run's own base checkpoint with --base", where=str(
-                             source.weights), details=details)
+                             source.weights), details=details, code="base-weights-mismatch")
     state = {k: v.contiguous() for k, v in trained.items()}
     from_base = sorted(k for k in shapes if k not in trained)
     for key in from_base:
@@ -207,10 +202,10 @@ def _manifest(source: CheckpointSource, tensors: int, from_base: list[str], valu
 
 def find_results(source: CheckpointSource) -> Path | None:
     """The newest results.json under ``RUN_DIR/eval`` that evaluated this checkpoint's step."""
-    if source.run_dir is None or not (source.run_dir / "eval").is_dir():
+    if source.run_dir is None or not (source.run_dir / EVALS).is_dir():
         return None
     found = []
-    for path in (source.run_dir / "eval").rglob(RESULTS_FILE):
+    for path in (source.run_dir / EVALS).rglob(RESULTS_FILE):
         try:
             data = json.loads(path.read_text(encoding="utf-8"))
         except (OSError, ValueError):
@@ -278,11 +273,12 @@ def push_to_hub(folder: Path, repo_id: str, *, private: bool = False, api: Any =
     Returns:
         The repository URL.
     """
-    from dexrl import hub
+    from dexrl.hub.client import hub_endpoint, hub_errors
+    from dexrl.hub.home import check_repo_id
 
-    hub.check_repo_id(repo_id)
-    endpoint = hub.hub_endpoint()
-    with hub.hub_errors(repo_id, "main", endpoint, stage="upload to", dest=Path(folder)):
+    check_repo_id(repo_id)
+    endpoint = hub_endpoint()
+    with hub_errors(repo_id, "main", endpoint, stage="upload to", dest=Path(folder)):
         if api is None:
             from huggingface_hub import HfApi
 

@@ -1,21 +1,8 @@
-"""``results.json`` (versioned schema, written durably at the end: :mod:`dexrl.durable`), the
+"""``results.json`` (versioned schema, written durably at the end: :mod:`dexrl.runs.durable`), the
 per-episode progress file a killed run leaves behind, the output folder's guard, and paired
 comparisons.
 
-Schema ``dexrl-eval-results`` version 1 (top-level keys)::
-
-    schema, schema_version, created, wall_time_s, suite, success_metric,
-    checkpoint   form, path, model_type, model_dir, weights, run_dir, step, base_from, provenance
-    config       tasks, episodes_per_task, num_envs, num_steps, action_chunk, max_episode_steps,
-                 video, device, dtype, env_overrides, sources (where each default came from)
-    seeds        seed, noise_seed_rule, per-episode seeds are in ``episodes``
-    versions, git, command
-    per_task     [{task_id, language, successes, episodes, success_rate, ci95, mean_length}]
-    overall      {successes, episodes, success_rate, ci95, mean_length}
-    episodes     [{task_id, trial_id, noise_seed, scene_seed, success, length, actions_sha256,
-                   env_slot, video}]
-    reference    published numbers beside a full-suite run, else null
-    comparison   the paired comparison of --compare, else null
+Design notes: docs/cli.md (results.json) and docs/design/evaluation.md.
 """
 
 from __future__ import annotations
@@ -141,12 +128,14 @@ def check_out_dir(out: Path, overwrite: bool) -> list[Path]:
     """
     out = Path(out)
     if out.exists() and not out.is_dir():
-        raise DexrlError("the output path is a file", "choose a folder with --out", where=str(out))
+        raise DexrlError("the output path is a file", "choose a folder with --out", where=str(out),
+                         code="eval-out-is-a-file")
     found = [out / name for name in OWNED if (out / name).exists()]
     if found and not overwrite:
         raise DexrlError("the output folder already holds another evaluation "
                          f"({', '.join(p.name for p in found)})",
-                         "choose another --out, or add --overwrite to replace it", where=str(out))
+                         "choose another --out, or add --overwrite to replace it", where=str(out),
+                         code="eval-out-not-empty")
     return found
 
 
@@ -168,23 +157,25 @@ def load_results(path: Path) -> dict[str, Any]:
         path = path / RESULTS_FILE
     if not path.is_file():
         raise DexrlError("results file not found", "pass the results.json of a finished "
-                         "`dexrl eval` run (a killed run only has progress.jsonl)", where=str(path))
+                         "`dexrl eval` run (a killed run only has progress.jsonl)", where=str(path),
+                         code="results-not-found")
     try:
         data = json.loads(path.read_text(encoding="utf-8"))
     except (OSError, UnicodeDecodeError, json.JSONDecodeError) as exc:
         raise DexrlError(f"cannot read results: {exc}", "pass an intact results.json",
-                         where=str(path)) from None
+                         where=str(path), code="results-unreadable") from None
     if not isinstance(data, dict) or data.get("schema") != SCHEMA:
         raise DexrlError("not a dexrl eval results file", "pass a results.json written by "
-                         "`dexrl eval`", where=str(path))
+                         "`dexrl eval`", where=str(path), code="results-wrong-schema")
     version = data.get("schema_version")
     if not isinstance(version, int) or version > SCHEMA_VERSION:
         raise DexrlError(f"results schema version {version} is newer than this dexrl reads "
-                         f"({SCHEMA_VERSION})", "upgrade dexrl", where=str(path))
+                         f"({SCHEMA_VERSION})", "upgrade dexrl", where=str(path),
+                         code="results-schema-too-new")
     missing = [k for k in _REQUIRED if k not in data]
     if missing:
         raise DexrlError(f"results file lacks {', '.join(missing)}", "pass an intact results.json",
-                         where=str(path))
+                         where=str(path), code="results-incomplete")
     return data
 
 
@@ -192,7 +183,8 @@ def check_same_suite(suite: str, other: Mapping[str, Any], other_path: str) -> N
     """Refuse to pair results of different suites (their task ids mean different tasks)."""
     if other["suite"] != suite:
         raise DexrlError(f"--compare results are for {other['suite']}, this run is {suite}",
-                         "compare results of the same suite", where=other_path)
+                         "compare results of the same suite", where=other_path,
+                         code="compare-suite-mismatch")
 
 
 def compare(mine: Mapping[str, Any], other: Mapping[str, Any], other_path: str
@@ -212,7 +204,8 @@ def compare(mine: Mapping[str, Any], other: Mapping[str, Any], other_path: str
     if not shared:
         raise DexrlError("the two evaluations share no (task, trial) episode",
                          "evaluate the same tasks and trials (e.g. the same --tasks and "
-                         "--episodes-per-task)", where=other_path)
+                         "--episodes-per-task)", where=other_path,
+                         code="compare-no-shared-episodes")
     per_task = []
     for task_id in sorted({t for t, _ in shared}):
         keys = [k for k in shared if k[0] == task_id]

@@ -16,7 +16,6 @@ from typing import Any
 
 from omegaconf import DictConfig
 
-from dexrl import durable
 from dexrl.evaluation import results as res
 from dexrl.evaluation.episode_loop import EpisodeResult, LoopSettings, Timings, run_episodes
 from dexrl.evaluation.episodes import parse_tasks, plan_episodes
@@ -24,6 +23,8 @@ from dexrl.evaluation.reference import references_for
 from dexrl.evaluation.settings import EvalSettings, env_config, resolve_settings
 from dexrl.evaluation.sources import CheckpointSource, load_eval_policy, resolve_checkpoint
 from dexrl.evaluation.videos import VideoRecorder, write_gallery
+from dexrl.runs import durable
+from dexrl.runs.layout import eval_dir
 from dexrl.vec_env import Episode
 
 
@@ -69,7 +70,8 @@ def prepare(*, ckpt: str | Path, suite: str, tasks: str | None, episodes_per_tas
     if not get_suite(suite).libero:
         raise DexrlError(f"dexrl eval runs LIBERO suites; {suite_name} is a training task",
                          "pass a LIBERO suite (e.g. --suite libero_spatial); a reach run's "
-                         "success rate is in its curves (`dexrl plot RUN_DIR`)", where="--suite")
+                         "success rate is in its curves (`dexrl plot RUN_DIR`)", where="--suite",
+                         code="eval-suite-not-libero")
     source = resolve_checkpoint(ckpt, base)
     check_assets()
     info = suite_info(suite_name)
@@ -94,7 +96,7 @@ def default_out(source: CheckpointSource, suite: str) -> Path:
     """``RUN_DIR/eval/global_step_N-<suite>`` for RLinf checkpoints (``dexrl export`` finds it
     there for the model card), else ``eval/<checkpoint name>-<suite>-<time>``."""
     if source.run_dir is not None and source.step is not None:
-        return source.run_dir / "eval" / f"global_step_{source.step}-{suite}"
+        return eval_dir(source.run_dir, source.step, suite)
     return Path("eval") / f"{source.model_dir.name}-{suite}-{time.strftime('%Y%m%d-%H%M%S')}"
 
 
@@ -110,7 +112,7 @@ def run(prepared: Prepared, *, command: list[str],
         on_episode: Callable[[EpisodeResult], None] | None = None) -> dict[str, Any]:
     """Run the prepared evaluation and write its results; returns the results.json content."""
     from dexrl.bridge.libero_env import LiberoVecEnv
-    from dexrl.runs import git_state
+    from dexrl.runs.record import git_state
     from dexrl.versions import installed_versions
 
     s = prepared.settings

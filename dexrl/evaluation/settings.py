@@ -79,7 +79,8 @@ def resolve_settings(
     if (trained and trained.suite and trained.suite != suite and not allow_suite_mismatch):
         raise DexrlError(f"the checkpoint was trained on {trained.suite}, not {suite}",
                          f"evaluate with --suite {trained.suite}, or add --allow-suite-mismatch "
-                         "to evaluate it on another suite on purpose", where="--suite")
+                         "to evaluate it on another suite on purpose", where="--suite",
+                         code="eval-suite-mismatch")
     defaults_chunk, defaults_steps = model_defaults(source.model_type)
     sources: dict[str, str] = {}
     model_file = f"dexrl model config model/{source.model_type}.yaml"
@@ -113,7 +114,8 @@ def resolve_settings(
                                    ("--num-envs", envs, 1, None)):
         if value < low or (high is not None and value > high):
             bound = f"{low}..{high}" if high is not None else f"at least {low}"
-            raise DexrlError(f"{name} is {value}", f"use {bound}", where=name)
+            raise DexrlError(f"{name} is {value}", f"use {bound}", where=name,
+                             code="eval-value-out-of-range")
     sources["device"] = "command line" if device != "auto" else "auto (CUDA if visible)"
     sources["dtype"] = "command line" if dtype else "the checkpoint's weights"
     return EvalSettings(suite, list(tasks), episodes_per_task, envs, seed, steps, chunk, horizon,
@@ -144,10 +146,10 @@ def resolve_device(device: str) -> str:
         parsed = torch.device(device)
     except (RuntimeError, ValueError):
         raise DexrlError(f"unknown device '{device}'", "use auto, cpu, cuda or cuda:N",
-                         where="--device") from None
+                         where="--device", code="eval-device-unknown") from None
     if parsed.type == "cuda" and not torch.cuda.is_available():
         raise DexrlError("--device cuda but no CUDA GPU is visible", "use --device cpu (or auto)",
-                         where="--device")
+                         where="--device", code="eval-no-cuda")
     return device
 
 
@@ -158,7 +160,7 @@ def env_config(settings: EvalSettings, source: CheckpointSource) -> DictConfig:
     Raises:
         DexrlError: an override of an unknown key, of a key a flag controls, or unparsable.
     """
-    from dexrl.config import conf_dir
+    from dexrl.config.compose import conf_dir
 
     cfg = OmegaConf.load(conf_dir() / "env" / f"{settings.suite}.yaml")
     trained = source.training
@@ -171,18 +173,20 @@ def env_config(settings: EvalSettings, source: CheckpointSource) -> DictConfig:
         key = key.strip()
         if not sep or not key:
             raise DexrlError("an env override must be key=value", "e.g. "
-                             "init_params.camera_heights=224", where=item)
+                             "init_params.camera_heights=224", where=item,
+                             code="eval-env-override-syntax")
         if key.split(".")[0] in FLAG_KEYS:
             flag = FLAG_KEYS[key.split(".")[0]]
             raise DexrlError(f"'{key}' is set by dexrl eval itself",
                              f"use {flag}" if flag else "leave it out: the eval protocol fixes it",
-                             where=item)
+                             where=item, code="eval-env-override-owned")
         try:
             cfg.merge_with_dotlist([item])
         except Exception as exc:  # omegaconf's errors for unknown keys and bad values
             raise DexrlError(f"bad env override: {' '.join(str(exc).split()[:12])}",
                              "use key=value with a key of the LIBERO env config (e.g. "
-                             "init_params.camera_heights=224)", where=item) from None
+                             "init_params.camera_heights=224)", where=item,
+                             code="eval-env-override-invalid") from None
     OmegaConf.set_struct(cfg, False)
     cfg.merge_with({
         "task_suite_name": settings.suite, "seed": settings.seed,

@@ -1,26 +1,12 @@
 """What ``--ckpt`` points at, and loading its policy.
 
-Accepted forms:
-
-- a Dexbotic checkpoint directory (``config.json`` + safetensors + tokenizer + norm stats), as
-  downloaded by ``dexrl download`` or written by ``dexrl export``;
-- a dexrl run directory (its latest complete ``checkpoints/global_step_N``, the same rule as
-  ``dexrl resume``: :func:`dexrl.runs.pick_checkpoint`), from any working directory and after the
-  folder was moved (:func:`dexrl.runs.open_run`);
-- an RLinf ``checkpoints/global_step_N`` directory (refused when it is a dexrl run's and
-  incomplete);
-- its ``actor/model_state_dict/full_weights.pt``.
-
-RLinf checkpoints hold weights only. Config, tokenizer, image preprocessing and norm statistics
-come from the *base* checkpoint the run started from: ``actor.model.model_path`` in the run's
-saved ``config.yaml``, or ``--base``.
+Design notes: docs/design/evaluation.md.
 """
 
 from __future__ import annotations
 
 import dataclasses
 import fnmatch
-import re
 from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -30,14 +16,19 @@ from omegaconf import OmegaConf
 
 from dexrl.errors import DexrlError
 from dexrl.models import checkpoint_model_type
+from dexrl.runs.layout import (
+    CONFIG_FILE,
+    WEIGHTS_IN_STEP,
+    checkpoint_step,
+    run_of_step,
+    step_of_weights,
+)
 
 if TYPE_CHECKING:
     from dexrl.catalog import Policy
 
-WEIGHTS_IN_STEP = Path("actor") / "model_state_dict" / "full_weights.pt"
 EXPORT_MANIFEST = "dexrl-export.json"
 VALUE_HEAD_PREFIX = "value_head."  # the critic dexrl's RLinf adapters add beside `model.*`
-_STEP = re.compile(r"^global_step_(\d+)$")
 
 
 @dataclass(frozen=True)
@@ -112,15 +103,16 @@ def resolve_checkpoint(path: str | Path, base: str | Path | None = None) -> Chec
     if not path.exists():
         raise DexrlError("checkpoint path does not exist", "pass a Dexbotic checkpoint folder, an "
                          "RLinf run folder, a global_step_N folder or its full_weights.pt",
-                         where=str(path))
+                         where=str(path), code="checkpoint-not-found")
     if path.is_file():
-        return _rlinf_source(path, path, _step_of_weights(path), base)
+        return _rlinf_source(path, path, step_of_weights(path), base)
     if (path / "config.json").is_file():
         return _dexbotic_source(path)
     if (path / WEIGHTS_IN_STEP).is_file():
         return _rlinf_source(path, path / WEIGHTS_IN_STEP, path, base)
-    if (path / "config.yaml").is_file():
-        from dexrl.runs import open_run, pick_checkpoint, skipped
+    if (path / CONFIG_FILE).is_file():
+        from dexrl.runs.checkpoints import pick_checkpoint, skipped
+        from dexrl.runs.opened import open_run
 
         run = open_run(path)
         chosen = pick_checkpoint(run.dir, purpose="use")
@@ -129,7 +121,7 @@ def resolve_checkpoint(path: str | Path, base: str | Path | None = None) -> Chec
             raise DexrlError(f"the run's latest complete checkpoint {step_dir.name} has no full "
                              f"weights ({WEIGHTS_IN_STEP})",
                              "pass another step's folder (checkpoints/global_step_N)",
-                             where=str(step_dir))
+                             where=str(step_dir), code="checkpoint-no-full-weights")
         notes = skipped(run.dir, chosen) + ([f"note: the run folder was at {run.moved_from}; "
                                              f"its paths now point into {run.dir}"]
                                             if run.moved_from else [])
@@ -138,7 +130,8 @@ def resolve_checkpoint(path: str | Path, base: str | Path | None = None) -> Chec
     raise DexrlError("not a checkpoint: no config.json, no actor/model_state_dict/"
                      "full_weights.pt and no RLinf run (config.yaml + checkpoints/)",
                      "pass a Dexbotic checkpoint folder, an RLinf run folder, a global_step_N "
-                     "folder or its full_weights.pt", where=str(path))
+                     "folder or its full_weights.pt", where=str(path),
+                     code="checkpoint-unrecognized")
 
 
 def _dexbotic_source(path: Path) -> CheckpointSource:
@@ -161,14 +154,15 @@ def _rlinf_source(given: Path, weights: Path, step_dir: Path | None,
     if weights.suffix not in (".pt", ".pth", ".bin"):
         raise DexrlError("not a checkpoint file (expected RLinf's full_weights.pt)",
                          "pass a Dexbotic checkpoint folder or an RLinf global_step_N folder",
-                         where=str(weights))
-    run_dir = step_dir.parent.parent if step_dir is not None else None
+                         where=str(weights), code="checkpoint-not-weights-file")
+    run_dir = run_of_step(step_dir) if step_dir is not None else None
     cfg = None
-    if run_dir is not None and (run_dir / "config.yaml").is_file():
-        from dexrl.runs import is_complete, open_run, pick_checkpoint
+    if run_dir is not None and (run_dir / CONFIG_FILE).is_file():
+        from dexrl.runs.checkpoints import is_complete, pick_checkpoint
+        from dexrl.runs.opened import open_run
 
         if not is_complete(step_dir):
-            pick_checkpoint(run_dir, _step_number(step_dir))  # raises: incomplete
+            pick_checkpoint(run_dir, checkpoint_step(step_dir))  # raises: incomplete
         cfg = open_run(run_dir).config
     if base is not None:
         model_dir, base_from = Path(base).expanduser().resolve(), "--base"
@@ -178,41 +172,27 @@ def _rlinf_source(given: Path, weights: Path, step_dir: Path | None,
         raise DexrlError("cannot find the base checkpoint of these training weights (no run "
                          "config.yaml two levels above global_step_N)",
                          "pass the checkpoint the run started from with --base",
-                         where=str(weights))
+                         where=str(weights), code="base-not-found")
     if not (model_dir / "config.json").is_file():
         raise DexrlError(f"the base checkpoint (from {base_from}) has no config.json",
                          "pass the checkpoint the run started from with --base",
-                         where=str(model_dir))
+                         where=str(model_dir), code="base-no-config")
     model_type = checkpoint_model_type(model_dir)
     trained_type = OmegaConf.select(cfg, "actor.model.model_type") if cfg is not None else None
     if trained_type is not None and trained_type != model_type:
         raise DexrlError(f"the run trained model_type {trained_type} but the base checkpoint is "
                          f"{model_type}", "pass the run's own base checkpoint with --base",
-                         where=str(model_dir))
+                         where=str(model_dir), code="base-model-type-mismatch")
     provenance = {}
     download = _download_manifest(model_dir)
     if download is not None:
         provenance["download"] = download
     return CheckpointSource(
         "rlinf", given, model_dir, model_type, weights=weights, run_dir=run_dir,
-        step=_step_number(step_dir), base_from=base_from,
+        step=checkpoint_step(step_dir) if step_dir is not None else None, base_from=base_from,
         training=_training_from_config(cfg, run_dir) if cfg is not None else None,
         provenance=provenance,
     )
-
-
-def _step_of_weights(weights: Path) -> Path | None:
-    """``.../global_step_N`` for ``.../global_step_N/actor/model_state_dict/<file>``."""
-    step_dir = weights.parents[2] if len(weights.parents) > 2 else None
-    if step_dir is not None and weights.parent.parent.name == "actor" and _STEP.match(
-            step_dir.name):
-        return step_dir
-    return None
-
-
-def _step_number(step_dir: Path | None) -> int | None:
-    match = _STEP.match(step_dir.name) if step_dir is not None else None
-    return int(match.group(1)) if match else None
 
 
 def _base_from_config(cfg: Any, run_dir: Path) -> Path:
@@ -221,22 +201,23 @@ def _base_from_config(cfg: Any, run_dir: Path) -> Path:
     except Exception as exc:  # an interpolation that does not resolve here
         raise DexrlError(f"actor.model.model_path does not resolve ({' '.join(str(exc).split())})",
                          "pass the checkpoint the run started from with --base",
-                         where=f"{run_dir}/config.yaml") from None
+                         where=f"{run_dir}/config.yaml", code="base-path-unresolvable") from None
     if not value:
         raise DexrlError("the run config has no actor.model.model_path",
                          "pass the checkpoint the run started from with --base",
-                         where=f"{run_dir}/config.yaml")
+                         where=f"{run_dir}/config.yaml", code="base-not-in-config")
     path = Path(str(value)).expanduser()
     if not path.is_dir():
         raise DexrlError(f"the run's base checkpoint {path} does not exist on this machine",
                          f"{_fetch_hint(run_dir)}, or pass its folder with --base",
-                         where=f"{run_dir}/config.yaml actor.model.model_path")
+                         where=f"{run_dir}/config.yaml actor.model.model_path",
+                         code="base-not-on-machine")
     return path.resolve()
 
 
 def _fetch_hint(run_dir: Path) -> str:
     """How to get the base checkpoint back: its repo id when the run's manifest knows it."""
-    from dexrl.runs import read_manifest
+    from dexrl.runs.record import read_manifest
 
     provenance = read_manifest(run_dir).get("checkpoint") or {}
     repo = provenance.get("repo_id") if isinstance(provenance, dict) else None
@@ -262,7 +243,7 @@ def _training_from_config(cfg: Any, run_dir: Path) -> TrainingInfo:
 
 
 def _download_manifest(model_dir: Path) -> dict[str, Any] | None:
-    from dexrl.hub import read_download_manifest
+    from dexrl.hub.manifest import read_download_manifest
 
     manifest = read_download_manifest(model_dir)
     return dataclasses.asdict(manifest) if manifest is not None else None
@@ -318,10 +299,12 @@ def read_training_weights(weights: Path) -> tuple[dict[str, torch.Tensor], dict[
         raise DexrlError(f"cannot read training weights ({type(exc).__name__}: "
                          f"{' '.join(str(exc).split())[:200]})",
                          "the file is corrupt or not an RLinf full_weights.pt; use another "
-                         "checkpoint step", where=str(weights)) from None
+                         "checkpoint step", where=str(weights),
+                         code="checkpoint-weights-unreadable") from None
     if not isinstance(state, dict) or not all(isinstance(v, torch.Tensor) for v in state.values()):
         raise DexrlError("training weights are not a flat state dict of tensors",
-                         "pass RLinf's actor/model_state_dict/full_weights.pt", where=str(weights))
+                         "pass RLinf's actor/model_state_dict/full_weights.pt", where=str(weights),
+                         code="checkpoint-weights-invalid")
     head = {k: v for k, v in state.items() if k.startswith(VALUE_HEAD_PREFIX)}
     return {k: v for k, v in state.items() if k not in head}, head
 

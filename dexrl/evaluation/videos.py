@@ -9,8 +9,8 @@ from typing import Any
 
 import numpy as np
 
-from dexrl import durable
 from dexrl.errors import DexrlError
+from dexrl.runs import durable
 from dexrl.vec_env import Episode
 
 VIDEO_MODES = ("none", "failures", "all")
@@ -22,7 +22,7 @@ def check_mode(mode: str) -> str:
     """Validate ``--video``."""
     if mode not in VIDEO_MODES:
         raise DexrlError(f"unknown video mode '{mode}'", f"use one of: {', '.join(VIDEO_MODES)}",
-                         where="--video")
+                         where="--video", code="eval-video-mode-unknown")
     return mode
 
 

@@ -34,6 +34,7 @@ def checkpoint_model_type(ckpt_dir: str | Path) -> str:
             f"model_type {model_type!r} is not supported",
             hint=f"use a checkpoint of type {', '.join(supported)}",
             where=str(config_path),
+            code="model-type-unsupported",
         )
     return model_type
 
@@ -73,7 +74,8 @@ def load_policy(
         raise DexrlError(f"policy {policy.name if policy else model_type!r} declares no "
                          "inference policy, so its checkpoints cannot be evaluated",
                          hint="set ModelSpec.inference in the policy's declaration",
-                         where=str(Path(ckpt_dir) / "config.json"))
+                         where=str(Path(ckpt_dir) / "config.json"),
+                         code="model-no-inference-policy")
     policy_class = load_reference(policy.model.inference)
     return policy_class.from_checkpoint(
         ckpt_dir, device=device, dtype=_torch_dtype(dtype), norm_mode=norm_mode
@@ -90,7 +92,8 @@ def _torch_dtype(dtype: Any) -> Any:
         return dtype
     name = _DTYPE_NAMES.get(str(dtype).lower().removeprefix("torch."))
     if name is None:
-        raise DexrlError(f"unknown dtype {dtype!r}", hint="use float32 or bfloat16", where="dtype")
+        raise DexrlError(f"unknown dtype {dtype!r}", hint="use float32 or bfloat16", where="dtype",
+                         code="model-dtype-unknown")
     return getattr(torch, name)
 
 

@@ -59,13 +59,16 @@ class ImagePreprocessor:
         Dexbotic forces it to ``size``)."""
         path = Path(directory) / "preprocessor_config.json"
         if not path.is_file():
-            raise DexrlError("preprocessor_config.json not found", _HINT, where=str(path))
+            raise DexrlError("preprocessor_config.json not found", _HINT, where=str(path),
+                             code="model-preprocessor-missing")
         try:
             config = json.loads(path.read_text())
         except (OSError, UnicodeDecodeError, json.JSONDecodeError) as err:
-            raise DexrlError(f"cannot read JSON: {err}", _HINT, where=str(path)) from err
+            raise DexrlError(f"cannot read JSON: {err}", _HINT, where=str(path),
+                             code="model-json-unreadable") from err
         if not isinstance(config, dict):
-            raise DexrlError("expected a JSON object", _HINT, where=str(path))
+            raise DexrlError("expected a JSON object", _HINT, where=str(path),
+                             code="model-json-not-object")
         try:
             return cls(
                 size=_parse_size(config.get("size", {"height": 224, "width": 224})),
@@ -78,7 +81,8 @@ class ImagePreprocessor:
                 image_std=_per_channel(config.get("image_std", 0.5)),
             )
         except (TypeError, ValueError, KeyError) as err:
-            raise DexrlError(f"invalid image settings: {err}", _HINT, where=str(path)) from err
+            raise DexrlError(f"invalid image settings: {err}", _HINT, where=str(path),
+                             code="model-preprocessor-invalid") from err
 
     def __post_init__(self) -> None:
         if self.resample not in set(Image.Resampling):

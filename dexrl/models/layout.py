@@ -26,6 +26,7 @@ def read_json(path: Path, *, what: str) -> dict[str, Any]:
             hint=f"the checkpoint directory must contain {path.name}; copy it from the original "
             "checkpoint or point --model at the right directory",
             where=str(path),
+            code="model-file-missing",
         )
     try:
         data = json.loads(path.read_text(encoding="utf-8"))
@@ -34,12 +35,14 @@ def read_json(path: Path, *, what: str) -> dict[str, Any]:
             f"cannot parse {what}: {exc}",
             hint="the file is corrupt; restore it from the original checkpoint",
             where=str(path),
+            code="model-json-unreadable",
         ) from exc
     if not isinstance(data, dict):
         raise DexrlError(
             f"{what} must hold a JSON object, found {type(data).__name__}",
             hint="restore the file from the original checkpoint",
             where=str(path),
+            code="model-json-not-object",
         )
     return data
 
@@ -54,6 +57,7 @@ def weight_files(ckpt_dir: Path) -> list[Path]:
                 "safetensors index has no 'weight_map'",
                 hint="restore model.safetensors.index.json from the original checkpoint",
                 where=str(index),
+                code="model-weights-index-invalid",
             )
         files = [ckpt_dir / name for name in sorted(set(weight_map.values()))]
         missing = [f.name for f in files if not f.is_file()]
@@ -62,6 +66,7 @@ def weight_files(ckpt_dir: Path) -> list[Path]:
                 f"shards named by the index are missing: {preview(missing)}",
                 hint="download the missing shard files into the checkpoint directory",
                 where=str(index),
+                code="model-weights-shards-missing",
             )
         return files
     if (ckpt_dir / SINGLE_FILE).is_file():
@@ -74,6 +79,7 @@ def weight_files(ckpt_dir: Path) -> list[Path]:
         "model.safetensors.index.json)",
         hint="point at a directory holding the Dexbotic checkpoint's safetensors files",
         where=str(ckpt_dir),
+        code="model-weights-missing",
     )
 
 

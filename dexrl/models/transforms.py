@@ -71,12 +71,14 @@ class NormStats:
         path = Path(path)
         if not path.is_file():
             raise DexrlError(
-                "norm_stats.json not found", _STATS_HINT + f"; put it at {path}", where=str(path)
+                "norm_stats.json not found", _STATS_HINT + f"; put it at {path}", where=str(path),
+                code="norm-stats-missing",
             )
         try:
             data = json.loads(path.read_text())
         except (OSError, UnicodeDecodeError, json.JSONDecodeError) as err:
-            raise DexrlError(f"cannot read JSON: {err}", _STATS_HINT, where=str(path)) from err
+            raise DexrlError(f"cannot read JSON: {err}", _STATS_HINT, where=str(path),
+                             code="model-json-unreadable") from err
         return cls.from_mapping(data, source=str(path), dim=dim)
 
     @classmethod
@@ -91,11 +93,12 @@ class NormStats:
             data = data["norm_stats"]
         if not isinstance(data, Mapping):
             raise DexrlError("expected a JSON object with 'state' and 'action'", _STATS_HINT,
-                             where=source)
+                             where=source, code="norm-stats-invalid")
         parts = {}
         for name in ("state", "action"):
             if not isinstance(data.get(name), Mapping):
-                raise DexrlError(f"missing '{name}' statistics", _STATS_HINT, where=source)
+                raise DexrlError(f"missing '{name}' statistics", _STATS_HINT, where=source,
+                                 code="norm-stats-invalid")
             parts[name] = _read_part(data[name], f"{source}: {name}", dim)
         return cls(**parts)
 
@@ -107,27 +110,32 @@ def _read_part(entry: Mapping[str, Any], where: str, dim: int) -> StatsPart:
         key = next((k for k in _KEY_ALIASES.get(field, (field,)) if k in entry), None)
         if key is None:
             if field in ("mean", "std"):
-                raise DexrlError(f"missing '{field}'", _STATS_HINT, where=where)
+                raise DexrlError(f"missing '{field}'", _STATS_HINT, where=where,
+                                 code="norm-stats-invalid")
             values[field] = None
             continue
         try:
             arr = np.asarray(entry[key], dtype=np.float64)
         except (TypeError, ValueError) as err:
-            raise DexrlError(f"'{key}' is not a list of numbers", _STATS_HINT, where=where) from err
+            raise DexrlError(f"'{key}' is not a list of numbers", _STATS_HINT, where=where,
+                             code="norm-stats-invalid") from err
         if arr.ndim != 1 or not 0 < arr.size <= dim or not np.isfinite(arr).all():
             raise DexrlError(
                 f"'{key}' must be a list of 1..{dim} finite numbers (got shape {list(arr.shape)})",
                 _STATS_HINT, where=where,
+                code="norm-stats-invalid",
             )
         values[field] = arr
     lengths = {len(v) for v in values.values() if v is not None}
     if len(lengths) != 1:
         raise DexrlError(f"statistics have different lengths {sorted(lengths)}", _STATS_HINT,
-                         where=where)
+                         where=where, code="norm-stats-invalid")
     if (values["std"] < 0).any():
-        raise DexrlError("'std' has negative entries", _STATS_HINT, where=where)
+        raise DexrlError("'std' has negative entries", _STATS_HINT, where=where,
+                         code="norm-stats-invalid")
     if (values["q01"] is None) != (values["q99"] is None):
-        raise DexrlError("give both 'min' and 'max' (q01/q99) or neither", _STATS_HINT, where=where)
+        raise DexrlError("give both 'min' and 'max' (q01/q99) or neither", _STATS_HINT, where=where,
+                         code="norm-stats-invalid")
     tensors = {}
     for field, arr in values.items():
         if arr is not None:
@@ -144,14 +152,14 @@ def _f32(x: torch.Tensor | np.ndarray | Sequence[float]) -> torch.Tensor:
 def _check_mode(mode: str) -> None:
     if mode not in NORM_MODES:
         raise DexrlError(f"unknown norm_mode '{mode}'", f"use one of {', '.join(NORM_MODES)}",
-                         where="norm_mode")
+                         where="norm_mode", code="norm-mode-unknown")
 
 
 def _quantiles(part: StatsPart) -> tuple[torch.Tensor, torch.Tensor]:
     if part.q01 is None or part.q99 is None:
         raise DexrlError("norm_mode 'quantile' needs min/max (q01/q99) statistics",
                          "add them to norm_stats.json or use norm_mode mean_std",
-                         where="norm_mode")
+                         where="norm_mode", code="norm-stats-no-quantiles")
     return part.q01, part.q99
 
 

@@ -39,6 +39,7 @@ def read_state_dict(
                             f"tensor {key!r} is in two files ({origin[key].name}, {path.name})",
                             hint="the shards overlap; restore the checkpoint's safetensors files",
                             where=str(path),
+                            code="model-weights-overlap",
                         )
                     tensor = handle.get_tensor(key)
                     if dtype is not None and tensor.is_floating_point():
@@ -50,6 +51,7 @@ def read_state_dict(
                 f"cannot read safetensors file: {exc}",
                 hint="the file is corrupt or truncated; download it again",
                 where=str(path),
+                code="model-weights-unreadable",
             ) from exc
     return tensors, origin
 
@@ -92,6 +94,7 @@ def load_strict(
             "sizes and mm_projector_type)",
             where=source,
             details=details,
+            code="model-weights-mismatch",
         )
     module.load_state_dict({k: state_dict[k] for k in expected}, strict=True, assign=True)
     return [k for k in extra if k not in unexpected]

@@ -1,6 +1,3 @@
-"""Helpers for tests and ``--smoke``: tiny checkpoints in the real Dexbotic layout.
-
-``dexrl.testing.tiny_pi0.write_tiny_pi0`` writes a random π0 directory; ``dexrl.testing.files``
-writes its tokenizer, preprocessor config and norm stats. ``dexrl.testing.learning`` holds the
-learning check's contextual task and its PPO run.
-"""
+"""Tiny checkpoints in the real Dexbotic layout, for ``--smoke`` and the benchmarks:
+``tiny_pi0.write_tiny_pi0``, ``dm0.write_tiny_dm0`` and their files (``files``). Helpers only
+the tests use live in ``tests/``."""

@@ -15,9 +15,11 @@ from pathlib import Path
 
 from dexrl.bridge.launch import launch, prepare
 from dexrl.bridge.registry import EXT_MODULE
-from dexrl.config import compose
-from dexrl.progress import ProgressPrinter
-from dexrl.runs import latest_checkpoint, open_run, set_run_folder
+from dexrl.config.compose import compose
+from dexrl.runs.checkpoints import latest_checkpoint
+from dexrl.runs.opened import open_run
+from dexrl.runs.settings import set_run_folder
+from dexrl.training.progress import ProgressPrinter
 
 CONFIG = os.environ.get("DEXRL_SMOKE_CONFIG", "libero_spatial_ppo_dexbotic_pi0")
 

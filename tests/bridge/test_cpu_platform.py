@@ -6,12 +6,10 @@ from types import SimpleNamespace
 
 import pytest
 import torch
+from rlinf.scheduler.hardware import AcceleratorType, AcceleratorUtil
 
 from dexrl.bridge import cpu_platform
 from dexrl.bridge.cpu_platform import CPU_PLATFORM, CpuPlatform
-
-rlinf_hw = pytest.importorskip("rlinf.scheduler.hardware")
-AcceleratorType, AcceleratorUtil = rlinf_hw.AcceleratorType, rlinf_hw.AcceleratorUtil
 
 GPU_PLATFORM = object()  # what a fake accelerator manager hands out
 

@@ -176,6 +176,7 @@ def test_norm_mode_must_match_the_loaded_policy(tiny_dm0_dir) -> None:
     with pytest.raises(DexrlError, match="normalizes with 'mean_std'") as info:
         Dm0RLPolicy(load_policy(tiny_dm0_dir),
                     RLSettings(num_action_chunks=5, norm_mode="quantile"))
+    assert info.value.code == "policy-norm-mode-mismatch"
     assert info.value.where == "actor.model.dexbotic.norm_mode"
 
 

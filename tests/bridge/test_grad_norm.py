@@ -10,8 +10,6 @@ import pytest
 import torch
 import torch.multiprocessing as mp
 
-pytest.importorskip("rlinf")
-
 
 def _free_port() -> int:
     with socket.socket() as s:
@@ -57,6 +55,7 @@ def _rank(rank: int, port: int, results: dict) -> None:
         dist.destroy_process_group()
 
 
+@pytest.mark.spawns
 def test_two_rank_fsdp2_grad_norm_is_the_whole_gradients() -> None:
     """Without the group each rank reports its own shard's norm (what RLinf 0.3.0 clipped by);
     with it, both ranks get the norm of the full, rank-averaged gradient."""

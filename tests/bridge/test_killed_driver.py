@@ -15,14 +15,11 @@ from pathlib import Path
 
 import pytest
 
-from dexrl.runs import latest_checkpoint
-from dexrl.runstate import STATE_FILE
+from dexrl.runs.checkpoints import latest_checkpoint
+from dexrl.runs.state import STATE_FILE
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 from test_smoke import DEXRL, _session_leftovers, run_process  # noqa: E402
-
-pytest.importorskip("rlinf")
-pytest.importorskip("libero.libero")
 
 pytestmark = pytest.mark.slow
 LEFTOVER_LIMIT_S = 15  # Ray's own agents outlived a killed driver by 1-2 minutes

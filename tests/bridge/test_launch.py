@@ -23,16 +23,11 @@ from dexrl.bridge.supervise import (
     pending_calls,
 )
 from dexrl.errors import DexrlError
-from dexrl.runs import (
-    MARKER,
-    check_run_folder,
-    checkpoints_dir,
-    latest_checkpoint,
-    load_run_config,
-    mark_complete,
-    planned_steps,
-    set_run_folder,
-)
+from dexrl.runs.checkpoints import latest_checkpoint, mark_complete
+from dexrl.runs.layout import MARKER, checkpoints_dir
+from dexrl.runs.opened import load_run_config
+from dexrl.runs.resume_rules import planned_steps
+from dexrl.runs.settings import check_run_folder, set_run_folder
 
 
 def _cfg(**runner: object) -> OmegaConf:
@@ -52,6 +47,7 @@ def test_node_wait_gives_up_naming_the_missing_nodes() -> None:
     with pytest.raises(DexrlError) as err:
         launch.wait_for_nodes(3, timeout_s=0.2, count_alive=lambda: 1, poll_s=0.05)
     assert time.monotonic() - start < 2
+    assert err.value.code == "ray-nodes-missing"
     assert "only 1 of 3 Ray nodes joined" in err.value.message
     assert "2 missing" in err.value.message and err.value.where == "cluster.num_nodes"
 
@@ -60,12 +56,13 @@ def test_a_private_ray_instance_cannot_hold_several_nodes() -> None:
     cfg = OmegaConf.create({"cluster": {"num_nodes": 2}})
     with pytest.raises(DexrlError, match=r"1 node\(s\) missing") as err:
         launch._check_nodes(cfg, address=None, node_wait_s=60)
+    assert err.value.code == "ray-address-needed"
     assert "--ray-address" in err.value.hint
 
 
+@pytest.mark.slow
 def test_attaching_waits_for_real_ray_nodes_then_gives_up(tmp_path: Path) -> None:
     """A one-node Ray cluster started here (our own process) cannot satisfy num_nodes=2."""
-    pytest.importorskip("ray")
     # Token authentication (Ray's default for new clusters) would need the token exported here.
     env = {**os.environ, "RAY_AUTH_MODE": "disabled"}
     head = subprocess.Popen(
@@ -110,8 +107,9 @@ def _checkpoint(run_dir: Path, step: int, complete: bool) -> Path:
 
 
 def test_latest_checkpoint_skips_incomplete_ones(tmp_path: Path) -> None:
-    with pytest.raises(DexrlError, match="no complete checkpoint"):
+    with pytest.raises(DexrlError) as err:
         latest_checkpoint(tmp_path)
+    assert err.value.code == "checkpoint-none-complete"
     _checkpoint(tmp_path, 2, complete=True)
     _checkpoint(tmp_path, 10, complete=True)
     _checkpoint(tmp_path, 11, complete=False)
@@ -121,16 +119,18 @@ def test_latest_checkpoint_skips_incomplete_ones(tmp_path: Path) -> None:
 def test_resume_point_must_be_complete_and_before_the_end(tmp_path: Path) -> None:
     from omegaconf import OmegaConf
 
-    from dexrl.runs import check_steps_left
+    from dexrl.runs.resume_rules import check_steps_left
 
     assert launch._start_step(None) == 0
     assert launch._start_step(_checkpoint(tmp_path, 2, complete=True)) == 2
-    with pytest.raises(DexrlError, match="not a complete checkpoint"):
+    with pytest.raises(DexrlError) as err:
         launch._start_step(_checkpoint(tmp_path, 1, complete=False))
+    assert err.value.code == "checkpoint-incomplete"
     cfg = OmegaConf.create({"runner": {"max_steps": 3, "max_epochs": 1000}})
     assert check_steps_left(cfg, 2) == 3
-    with pytest.raises(DexrlError, match="already reached step 3 of 3"):
+    with pytest.raises(DexrlError, match="already reached step 3 of 3") as err:
         check_steps_left(cfg, launch._start_step(_checkpoint(tmp_path, 3, complete=True)))
+    assert err.value.code == "resume-nothing-left"
 
 
 def test_planned_steps_is_capped_by_epochs() -> None:
@@ -148,8 +148,9 @@ def test_run_folder_holds_logs_checkpoints_and_config(tmp_path: Path) -> None:
     from dexrl.bridge.workers import checkpoint_path
 
     assert checkpoint_path(cfg, 4) == checkpoints_dir(tmp_path) / "global_step_4"
-    with pytest.raises(DexrlError, match="no config.yaml"):
+    with pytest.raises(DexrlError, match="no config.yaml") as err:
         load_run_config(tmp_path / "elsewhere")
+    assert err.value.code == "run-no-config"
 
 
 def test_gl_backend_respects_the_user(monkeypatch: pytest.MonkeyPatch) -> None:
@@ -159,6 +160,7 @@ def test_gl_backend_respects_the_user(monkeypatch: pytest.MonkeyPatch) -> None:
     assert launch.gl_backend(probe=False) == "egl"
 
 
+@pytest.mark.spawns
 def test_a_missing_mujoco_is_named_not_reported_as_a_gl_failure(
         monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
     monkeypatch.delenv("MUJOCO_GL", raising=False)
@@ -166,11 +168,12 @@ def test_a_missing_mujoco_is_named_not_reported_as_a_gl_failure(
     with pytest.raises(DexrlError, match="needs MuJoCo, which does not import: No module named "
                                          "'mujoco'") as err:
         launch.gl_backend(probe=True)
+    assert err.value.code == "libero-mujoco-import"
     assert "OpenGL" not in str(err.value) and "mujoco" in err.value.hint
 
 
 def test_only_configs_that_render_probe_opengl(monkeypatch: pytest.MonkeyPatch) -> None:
-    from dexrl.config import compose, renders
+    from dexrl.config.compose import compose, renders
 
     assert not renders(compose("reach_ppo_dexbotic_pi0"))
     assert renders(compose("libero_spatial_ppo_dexbotic_pi0"))
@@ -188,13 +191,13 @@ def test_only_configs_that_render_probe_opengl(monkeypatch: pytest.MonkeyPatch) 
 
 
 def test_prepare_rejects_a_model_type_nobody_registers(monkeypatch: pytest.MonkeyPatch) -> None:
-    pytest.importorskip("rlinf")
     for var in launch.WORKER_ENV_KEYS:
         monkeypatch.delenv(var, raising=False)  # prepare sets them; monkeypatch restores them
     monkeypatch.setenv("MUJOCO_GL", "egl")
     cfg = OmegaConf.create({"actor": {"model": {"model_type": "dexrl_nobody"}}})
     with pytest.raises(DexrlError, match="'dexrl_nobody' is not registered") as err:
         launch.prepare(cfg, smoke=False)
+    assert err.value.code == "rlinf-model-type-unregistered"
     assert err.value.where == "actor.model.model_type"
 
 
@@ -216,6 +219,7 @@ print("after the block: terminal again")
 """
 
 
+@pytest.mark.spawns
 def test_output_goes_to_the_log_except_what_dexrl_says(tmp_path: Path) -> None:
     log = tmp_path / "logs" / "driver.log"
     done = subprocess.run([sys.executable, "-c", ROUTING_SCRIPT, str(log)],
@@ -262,6 +266,7 @@ def test_stall_names_the_worker_group_rlinf_waits_on(tmp_path: Path) -> None:
         supervisor.run(stuck_loop)
     release.set()
     assert time.monotonic() - start < 5
+    assert err.value.code == "training-stalled"
     assert "no progress for 1 s during start-up" in err.value.message
     assert "EnvGroup.interact" in err.value.message
 
@@ -315,5 +320,6 @@ def test_a_loop_error_becomes_a_dexrl_error(
     def loop() -> None:
         raise AssertionError("resume_dir /x/actor does not exist.")
 
-    with pytest.raises(DexrlError, match="stopped at step 0: AssertionError: resume_dir"):
+    with pytest.raises(DexrlError, match="stopped at step 0: AssertionError: resume_dir") as err:
         _supervisor(tmp_path, stall_s=30, seen=[]).run(loop)
+    assert err.value.code == "training-loop-failed"

@@ -1,6 +1,6 @@
 """The learning check: PPO through dexrl's adapters and RLinf's own algorithm improves a policy.
 
-Tiny π0 and DM0 train on :class:`~dexrl.testing.learning.ContextualTarget` exactly as RLinf's
+Tiny π0 and DM0 train on :class:`~learning_task.ContextualTarget` exactly as RLinf's
 actor and rollout workers run them (:class:`~dexrl.bridge.local_ppo.LocalPPO`): rollout calls of a
 separate rollout policy, RLinf's GAE and actor-critic loss with the shipped config's clip ratios,
 value clipping, Huber delta, update epochs, ``noise_method``, ``num_steps`` and
@@ -39,9 +39,9 @@ from pathlib import Path
 
 import pytest
 import torch
+from learning_task import learning_config, run_ppo
 
 from dexrl.testing.dm0 import write_tiny_dm0
-from dexrl.testing.learning import learning_config, run_ppo
 
 UPDATES = 30
 ENVS = 32

@@ -17,14 +17,11 @@ from pathlib import Path
 import pytest
 import torch
 
-from dexrl.runs import is_complete, latest_checkpoint
+from dexrl.runs.checkpoints import is_complete, latest_checkpoint
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 from ray_cluster import LocalCluster  # noqa: E402
 from test_smoke import DEXRL, run_process  # noqa: E402
-
-pytest.importorskip("rlinf")
-pytest.importorskip("libero.libero")
 
 # Actor on node 0, env and rollout on node 1: on nodes without GPUs RLinf's ids are node ranks.
 ACROSS = ["cluster.num_nodes=2", "~cluster.component_placement",
@@ -40,6 +37,7 @@ def two_nodes() -> Iterator[LocalCluster]:
         cluster.shutdown()
 
 
+@pytest.mark.spawns
 def test_doctor_reports_both_nodes_the_round_trip_on_each_and_the_placement(
         two_nodes: LocalCluster, tmp_path: Path) -> None:
     run = run_process([DEXRL, "doctor", "--ray-address", two_nodes.address, "--quick", "--json",

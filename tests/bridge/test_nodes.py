@@ -21,6 +21,7 @@ def test_the_error_names_the_node_its_groups_and_the_way_back() -> None:
     err = lost_node_error([SECOND], ACTORS, 2, "runs/x")
     assert err.message == ("lost Ray node during step 2: node 1 (10.0.0.2, Ray id bbbbbbbb) with "
                            "EnvGroup (rank 0), RolloutGroup (ranks 0, 1)")
+    assert err.code == "ray-node-lost"
     assert "RLINF_NODE_RANK=1 ray start" in err.hint and "dexrl resume runs/x" in err.hint
     bare = lost_node_error([NodeRecord(1, "c" * 56, "10.0.0.3")], ACTORS, 1, "runs/x")
     assert "no worker group found there" in bare.message

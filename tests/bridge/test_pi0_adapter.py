@@ -137,8 +137,9 @@ def test_eval_is_deterministic_and_equals_the_inference_policy(make_policy, tiny
     assert torch.equal(_rollout(policy, 2, obs_seed=0, mode="eval")[0], first_actions)
     sampled = _rollout(policy, 0, do_sample=True)[0]
     assert not torch.allclose(sampled, first_actions)
-    with pytest.raises(DexrlError, match="not sampled stochastically"):
+    with pytest.raises(DexrlError) as err:
         policy(forward_inputs=first["forward_inputs"])
+    assert err.value.code == "policy-forward-inputs-not-stochastic"
 
     noise = torch.randn(3, CHUNK, 32, generator=torch.Generator().manual_seed(5))
     actions, _ = policy.predict_action_batch(_env_obs(3), do_sample=False, noise=noise)
@@ -239,8 +240,9 @@ def test_without_value_head(make_policy) -> None:
     _, result = _rollout(policy, 0)
     assert torch.equal(result["prev_values"], torch.zeros(3, 1))
     assert policy(forward_inputs=result["forward_inputs"], compute_values=False)["values"] is None
-    with pytest.raises(DexrlError, match="no value head"):
+    with pytest.raises(DexrlError) as err:
         policy(forward_inputs=result["forward_inputs"], compute_values=True)
+    assert err.value.code == "policy-no-value-head"
 
 
 @pytest.mark.parametrize(("precision", "dtype"),

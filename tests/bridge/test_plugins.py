@@ -23,7 +23,7 @@ from dexrl import plugins
 from dexrl.bridge.roundtrip import RoundTrip
 from dexrl.catalog import get_policy, policies
 from dexrl.cli import app
-from dexrl.config import compose_and_check
+from dexrl.config.checked import compose_and_check
 from dexrl.doctor import schedule as doctor_runner
 from dexrl.doctor.extension import check_roundtrip
 from dexrl.errors import DexrlError
@@ -113,7 +113,7 @@ def test_a_plugin_that_fails_to_import_is_named_and_pi0_still_works(
     assert "Traceback" not in result.output
     train = runner.invoke(app, ["train", "--suite", "libero_spatial", "--model", "plug_bad",
                                 "--smoke"])
-    assert train.exit_code == 2 and "failed to load" in train.output
+    assert train.exit_code == 2 and "[plugin-unusable]" in train.output
     ok = runner.invoke(app, ["validate", "--suite", "libero_spatial", "--model", "pi0"])
     assert ok.exit_code == 0, ok.output
     assert "dexbotic_pi0" in registry.register()
@@ -176,6 +176,7 @@ def test_an_invalid_declaration_is_named(install: Callable[..., Path], kwargs: d
     install("dexrl_plug_x", name="plug_x", **kwargs)
     with pytest.raises(DexrlError, match=message) as err:
         get_policy("plug_x")
+    assert err.value.code == "plugin-unusable"
     assert "dexrl-plug-x" in err.value.where
     assert "plug_x" not in policies() and "pi0" in policies()
 
@@ -193,6 +194,7 @@ def test_shadowing_a_builtin_needs_an_explicit_override(install: Callable[..., P
     install("dexrl_plug_pi", name="pi0")
     with pytest.raises(DexrlError, match="shadows dexrl's built-in 'pi0'") as err:
         get_policy("pi0")
+    assert err.value.code == "plugin-unusable"
     assert "dexrl-plug-pi" in err.value.where and "replaces_builtin=True" in err.value.hint
 
 
@@ -205,6 +207,7 @@ def test_an_explicit_override_replaces_the_builtin(install: Callable[..., Path])
     assert get_policy("dm0").distribution == "dexrl"
 
 
+@pytest.mark.slow
 def test_a_ray_worker_discovers_the_plugin_through_register(
     install: Callable[..., Path],
 ) -> None:
@@ -222,7 +225,7 @@ def test_cli_smoke_trains_a_plugin_policy_one_step_from_its_checkpoint(install: 
                                                     tmp_path: Path) -> None:
     from test_smoke import DEXRL, run_process
 
-    from dexrl.runs import is_complete, latest_checkpoint
+    from dexrl.runs.checkpoints import is_complete, latest_checkpoint
 
     root = install("dexrl_plug_e2e", name="plug_e2e", with_checkpoint=True)
     run_dir = tmp_path / "run"

@@ -7,7 +7,7 @@ import pytest
 import torch
 
 from dexrl.bridge.reach_env import GRIPPER_RGB, INSTRUCTION, TARGET_RGB, ReachEnv
-from dexrl.config import compose
+from dexrl.config.compose import compose
 
 
 @pytest.fixture(scope="module")

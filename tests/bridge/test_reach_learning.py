@@ -4,8 +4,8 @@ Each test starts real `dexrl train` subprocesses (Ray, RLinf's actor/rollout/env
 embodied runner) with a tiny random π0, and reads the run's own TensorBoard events.
 
 The learning test's margins come from ``bench/reach_learning.py --seeds 0 1 2`` (20 steps, 2
-cores; see the README), as the mean of the last 3 steps minus the mean of the first 3. With seeded
-rollouts PPO raised the return by +0.68 / +1.11 / +0.96 (mean +0.91, sd 0.22) and the control
+cores; see docs/learning.md), as the mean of the last 3 steps minus the mean of the first 3. With
+seeded rollouts PPO raised the return by +0.68 / +1.11 / +0.96 (mean +0.91, sd 0.22) and the control
 (policy lr 0) moved it by −0.06 / +0.08 / −0.02 (sd 0.07); before the rollout was seeded, +0.54 /
 +0.74 / +0.94 and +0.00 / −0.04 / −0.07. MIN_RISE sits below the lowest PPO seed of both sets by
 more than one PPO sd, and CONTROL_BAND above the largest control move by more than one control
@@ -26,6 +26,7 @@ CONTROL_BAND = 0.2  # the control's return moved less than this on every seed me
 STEPS = 20
 
 
+@pytest.mark.spawns
 def test_reach_runs_through_rlinf_and_draws_curves(tmp_path: Path) -> None:
     """Two global steps: the task, RLinf's workers, metrics in TensorBoard, curves.png; with
     LIBERO, robosuite and MuJoCo hidden, since a task that renders nothing must not need them."""

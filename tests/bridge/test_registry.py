@@ -7,13 +7,13 @@ from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
+import ray
 
 from dexrl.bridge import registry
 from dexrl.bridge.roundtrip import check_registration, first_failure
 from dexrl.errors import DexrlError
 
-pytest.importorskip("rlinf")
-ray = pytest.importorskip("ray")
+pytestmark = pytest.mark.spawns  # Ray: one private instance for the module
 
 
 def test_register_makes_dexrl_types_resolve_with_dexrl_builders() -> None:
@@ -89,7 +89,7 @@ def test_round_trip_surfaces_an_ext_module_that_cannot_import(
     with pytest.raises(DexrlError) as err:
         failure.raise_for_failure()
     assert "RLINF_EXT_MODULE=dexrl_ext_bad_import" in err.value.where
-    assert "cannot use dexrl's policies" in err.value.message
+    assert err.value.code == "rlinf-workers-cannot-load"
 
 
 def test_round_trip_surfaces_a_failing_register_and_missing_types(
@@ -117,5 +117,6 @@ def test_a_worker_with_another_interpreter_or_versions_fails() -> None:
     assert result.details[0] == f"python: driver {python}, worker /other/python"
     assert any(d.startswith("torch: driver ") and d.endswith("worker 0.0.1")
                for d in result.details)
-    with pytest.raises(DexrlError, match="different interpreter or package versions"):
+    with pytest.raises(DexrlError, match="different interpreter or package versions") as err:
         result.raise_for_failure()
+    assert err.value.code == "rlinf-workers-cannot-load"

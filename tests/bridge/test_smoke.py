@@ -19,11 +19,12 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 
+import psutil
 import pytest
 from omegaconf import OmegaConf
 
 from dexrl.bridge.launch import BANNER
-from dexrl.runs import is_complete, latest_checkpoint
+from dexrl.runs.checkpoints import is_complete, latest_checkpoint
 
 HERE = Path(__file__).resolve().parent
 SCRIPT = HERE / "smoke_run.py"
@@ -31,9 +32,6 @@ SCRIPT = HERE / "smoke_run.py"
 # tree; measured ~7 GiB. The machine has 24 GiB, shared with other work.
 PEAK_PSS_LIMIT = 10 * 2**30
 
-psutil = pytest.importorskip("psutil")
-pytest.importorskip("rlinf")
-pytest.importorskip("libero.libero")
 
 
 @dataclass
@@ -130,6 +128,7 @@ def _session_leftovers(session_id: int) -> list[str]:
     return left
 
 
+@pytest.mark.spawns
 def test_cli_smoke_trains_one_step_then_resumes_at_the_next(tmp_path: Path) -> None:
     run_dir = tmp_path / "run"
     train = run_process([DEXRL, "train", "--suite", "libero_spatial", "--model", "pi0", "--smoke",

@@ -19,6 +19,8 @@ from dexrl.bridge import supervise
 from dexrl.bridge.supervise import FailureSignal, Output, Progress, Supervisor
 from dexrl.errors import DexrlError
 
+pytestmark = pytest.mark.spawns  # Ray: one private instance for the module
+
 
 @pytest.fixture(scope="module")
 def ray_without_dashboard() -> Iterator[None]:
@@ -63,8 +65,9 @@ def test_the_supervisor_stops_a_run_whose_worker_died(ray_without_dashboard: Non
                             on_progress=None, output=Output(tmp_path / "log", verbose=True),
                             log_hint="the log", health_check_s=0.2)
     start = time.monotonic()
-    with pytest.raises(DexrlError, match="RLinf worker DexrlEnv failed during step 1"):
+    with pytest.raises(DexrlError, match="RLinf worker DexrlEnv failed during step 1") as err:
         supervisor.run(lambda: release.wait(60))  # RLinf waiting on the dead worker forever
+    assert err.value.code == "training-worker-failed"
     release.set()
     assert time.monotonic() - start < 20
 

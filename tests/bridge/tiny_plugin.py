@@ -30,7 +30,7 @@ from pathlib import Path
 import torch
 from safetensors.torch import save_file
 
-from dexrl.checks import Finding
+from dexrl.errors import Finding
 
 MODEL_TYPE = {model_type!r}
 # The tensors of dexrl_tiny_ext.TinyPolicy (8-d state, hidden 16, 7-d actions, 5 per chunk).

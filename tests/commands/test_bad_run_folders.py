@@ -2,7 +2,7 @@
 checkpoint, a garbage ``run-state.json``, a process killed between the steps of a durable write,
 and overrides ``train`` refuses that ``validate`` must report.
 
-The run folders are built as ``dexrl train`` leaves them (``dexrl.testing.rlinf_run``); no RLinf
+The run folders are built as ``dexrl train`` leaves them (``rlinf_run``); no RLinf
 launch is needed.
 """
 
@@ -17,8 +17,11 @@ from pathlib import Path
 import pytest
 from typer.testing import CliRunner
 
-from dexrl import runs, runstate
 from dexrl.cli import app
+from dexrl.runs.checkpoints import latest_checkpoint
+from dexrl.runs.layout import MARKER, checkpoints_dir
+from dexrl.runs.settings import OWNED_KEYS
+from dexrl.runs.state import STATE_FILE, begin, load
 
 runner = CliRunner()
 
@@ -36,14 +39,14 @@ def tree(root: Path) -> dict[str, bytes | None]:
 @pytest.fixture
 def two_steps(tiny_pi0_dir: Path, tmp_path: Path) -> Path:
     """A run with a complete global_step_1 and a global_step_2 whose weights are all there."""
-    from dexrl.testing.rlinf_run import write_tiny_rlinf_run
+    from rlinf_run import write_tiny_rlinf_run
 
     base = Path(shutil.copytree(tiny_pi0_dir, tmp_path / "run" / "smoke-checkpoint"))
     run_dir = write_tiny_rlinf_run(tmp_path / "run", base, step=1,
                                    overrides=("runner.max_steps=5", "runner.max_epochs=5"))
-    first = runs.checkpoints_dir(run_dir) / "global_step_1"
+    first = checkpoints_dir(run_dir) / "global_step_1"
     second = Path(shutil.copytree(first, first.with_name("global_step_2")))
-    (second / runs.MARKER).unlink()
+    (second / MARKER).unlink()
     return run_dir
 
 
@@ -61,9 +64,9 @@ STEP_2_MARKERS = [
 @pytest.mark.parametrize(("marker", "why"), STEP_2_MARKERS)
 def test_a_marker_that_does_not_vouch_leaves_its_step_incomplete(
         two_steps: Path, marker: str, why: str) -> None:
-    step_2 = runs.checkpoints_dir(two_steps) / "global_step_2"
-    (step_2 / runs.MARKER).write_text(marker)
-    assert runs.latest_checkpoint(two_steps).name == "global_step_1"
+    step_2 = checkpoints_dir(two_steps) / "global_step_2"
+    (step_2 / MARKER).write_text(marker)
+    assert latest_checkpoint(two_steps).name == "global_step_1"
 
     result = run("resume", two_steps, "--dry-run")
     assert result.exit_code == 0, result.output
@@ -82,9 +85,9 @@ def test_a_marker_that_does_not_vouch_leaves_its_step_incomplete(
 
 def test_train_names_the_last_truly_complete_checkpoint_of_a_killed_run(
         two_steps: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
-    from dexrl.testing.runstate import write_killed_run
+    from killed_run import write_killed_run
 
-    (runs.checkpoints_dir(two_steps) / "global_step_2" / runs.MARKER).write_text("garbage")
+    (checkpoints_dir(two_steps) / "global_step_2" / MARKER).write_text("garbage")
     write_killed_run(two_steps, 2)
     monkeypatch.chdir(tmp_path)
     result = run("train", "--suite", "libero_spatial", "--model", "pi0", "--smoke",
@@ -96,7 +99,7 @@ def test_train_names_the_last_truly_complete_checkpoint_of_a_killed_run(
 
 
 def test_no_complete_checkpoint_says_why_each_is_incomplete(two_steps: Path) -> None:
-    (runs.checkpoints_dir(two_steps) / "global_step_1" / runs.MARKER).write_text("{}")
+    (checkpoints_dir(two_steps) / "global_step_1" / MARKER).write_text("{}")
     result = run("resume", two_steps)
     assert result.exit_code == 2
     assert "no complete checkpoint to resume from (2 incomplete)" in result.stderr
@@ -110,7 +113,10 @@ def test_no_complete_checkpoint_says_why_each_is_incomplete(two_steps: Path) -> 
 KILLER = textwrap.dedent("""
     import os, signal, sys
     from pathlib import Path
-    from dexrl import durable, runs
+    from dexrl.runs import durable
+    from dexrl.runs.checkpoints import latest_checkpoint, mark_complete
+    from dexrl.runs.layout import MARKER, checkpoints_dir
+    from dexrl.runs.settings import OWNED_KEYS
 
     point, checkpoint = sys.argv[1], Path(sys.argv[2])
     real_replace, real_sync_dir = os.replace, durable.sync_dir
@@ -132,23 +138,24 @@ KILLER = textwrap.dedent("""
     durable.os.replace = replace
     if point == "while syncing the checkpoint":
         durable.sync_file = sync_file
-    runs.mark_complete(checkpoint, 2)
+    mark_complete(checkpoint, 2)
 """)
 
 
+@pytest.mark.spawns
 @pytest.mark.parametrize(("point", "picked"), [("while syncing the checkpoint", 1),
                                                ("before rename", 1), ("after rename", 2),
                                                ("never", 2)])
 def test_a_process_killed_while_marking_never_leaves_an_incomplete_step_picked(
         two_steps: Path, point: str, picked: int) -> None:
-    step_2 = runs.checkpoints_dir(two_steps) / "global_step_2"
+    step_2 = checkpoints_dir(two_steps) / "global_step_2"
     done = subprocess.run([sys.executable, "-c", KILLER, point, str(step_2)], check=False)
     assert done.returncode == (0 if point == "never" else -9)
-    assert runs.latest_checkpoint(two_steps).name == f"global_step_{picked}"
+    assert latest_checkpoint(two_steps).name == f"global_step_{picked}"
     result = run("resume", two_steps, "--dry-run")
     assert f"from global_step_{picked}:" in result.stdout, result.output
     # What a killed writer can leave is hidden and never read as the marker.
-    assert {p.name for p in step_2.iterdir()} - {"actor", runs.MARKER} <= {
+    assert {p.name for p in step_2.iterdir()} - {"actor", MARKER} <= {
         p.name for p in step_2.glob(".dexrl_complete.*.tmp.json")}
     if picked == 1:
         result = run("eval", "--ckpt", step_2, "--suite", "libero_spatial")
@@ -170,17 +177,17 @@ def test_a_process_killed_while_marking_never_leaves_an_incomplete_step_picked(
 ])
 def test_a_garbage_run_state_is_named_and_what_dexrl_assumes_is_said(
         two_steps: Path, content: str, why: str) -> None:
-    state = two_steps / runstate.STATE_FILE
+    state = two_steps / STATE_FILE
     state.write_text(content)
     result = run("resume", two_steps, "--dry-run")
     assert result.exit_code == 0, result.output
-    line = next(line for line in result.stdout.splitlines() if runstate.STATE_FILE in line)
+    line = next(line for line in result.stdout.splitlines() if STATE_FILE in line)
     assert line.startswith(f"{state} is unusable ({why}")
     assert "dexrl assumes the last run of this folder ended" in line
     assert f"Would resume {two_steps} from global_step_1:" in result.stdout
 
-    tracker = runstate.begin(two_steps, 2)  # the next launch replaces it with its own record
-    assert runstate.load(two_steps) == (tracker.data, None)
+    tracker = begin(two_steps, 2)  # the next launch replaces it with its own record
+    assert load(two_steps) == (tracker.data, None)
 
 
 # validate reports what train refuses --------------------------------------------------------
@@ -188,7 +195,7 @@ def test_a_garbage_run_state_is_named_and_what_dexrl_assumes_is_said(
 SPATIAL = ["--suite", "libero_spatial", "--model", "pi0"]
 
 
-@pytest.mark.parametrize("override", [*(f"{key}=/tmp/x" for key in runs.OWNED_KEYS),
+@pytest.mark.parametrize("override", [*(f"{key}=/tmp/x" for key in OWNED_KEYS),
                                       "+runner.logger.log_path=/tmp/x"])
 def test_validate_reports_an_owned_field_as_an_error(override: str, tmp_path: Path,
                                                      monkeypatch: pytest.MonkeyPatch) -> None:
@@ -196,7 +203,7 @@ def test_validate_reports_an_owned_field_as_an_error(override: str, tmp_path: Pa
     key = override.partition("=")[0].lstrip("+")
     result = run("validate", *SPATIAL, override)
     assert result.exit_code == 2, result.output
-    assert f"error: overrides: {key} is set by dexrl: {runs.OWNED_KEYS[key]}" in result.stderr
+    assert f"error: overrides: {key} is set by dexrl: {OWNED_KEYS[key]}" in result.stderr
     assert f"hint: drop the override {override!r}" in result.stderr
     assert "has problems (1 error(s)" in result.stderr
     assert list(tmp_path.iterdir()) == []
@@ -216,4 +223,4 @@ def test_validate_fails_exactly_when_train_refuses(overrides: list[str], tmp_pat
                                                                   planned.output)
     assert checked.exit_code in (0, 2) and planned.exit_code in (0, 2)
     if planned.exit_code == 2:
-        assert "nothing was started" in planned.stderr
+        assert "[config-invalid]" in planned.stderr

@@ -10,7 +10,7 @@ from typer.testing import CliRunner
 
 from dexrl import __version__
 from dexrl.cli import VERBS, app, load_verb
-from dexrl.config import list_configs
+from dexrl.config.compose import list_configs
 
 runner = CliRunner()
 
@@ -28,6 +28,7 @@ def test_version() -> None:
     assert result.output.strip() == f"dexrl {__version__}"
 
 
+@pytest.mark.spawns
 @pytest.mark.parametrize("module", ["dexrl", "dexrl.cli"])
 def test_python_dash_m_runs_the_cli(module: str) -> None:
     """Clusters often launch through ``python -m``: both spellings are the CLI, exit codes too."""
@@ -66,6 +67,7 @@ def test_unknown_verb_is_a_usage_error() -> None:
     assert "Traceback" not in result.output
 
 
+@pytest.mark.spawns
 def test_help_and_validate_do_not_import_heavy_stacks(tmp_path) -> None:
     code = (
         "import sys\n"
@@ -115,6 +117,7 @@ def test_verb_table_matches_the_verb_modules() -> None:
         assert f"{name} {summary}" in listing
 
 
+@pytest.mark.spawns
 @pytest.mark.parametrize("args", [["--help"], *([verb, "--help"] for verb in VERBS)])
 def test_help_imports_no_heavy_stack(args: list[str]) -> None:
     """Help answers without torch, omegaconf/hydra, rich, rlinf or the hub client."""

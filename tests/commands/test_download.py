@@ -16,10 +16,13 @@ from huggingface_hub import constants
 from huggingface_hub.utils import reset_sessions
 from typer.testing import CliRunner
 
-from dexrl import hub as dexrl_hub
-from dexrl import libero_assets
 from dexrl.cli import app
 from dexrl.errors import DexrlError
+from dexrl.hub import libero_assets
+from dexrl.hub.client import hub_errors
+from dexrl.hub.home import checkpoint_dir
+from dexrl.hub.manifest import MANIFEST_NAME, Manifest, read_download_manifest
+from dexrl.hub.repos import KNOWN_REPOS
 from dexrl.testing.files import write_norm_stats
 from dexrl.testing.tiny_pi0 import write_tiny_pi0
 
@@ -115,8 +118,8 @@ def assert_fails(result, *fragments: str) -> None:
         assert fragment in result.output, result.output
 
 
-def manifest_of(path: Path) -> dexrl_hub.Manifest | None:
-    return dexrl_hub.read_download_manifest(path)
+def manifest_of(path: Path) -> Manifest | None:
+    return read_download_manifest(path)
 
 
 def test_known_repo_downloads_verifies_and_records_provenance(hub, home, pi0_main) -> None:
@@ -124,13 +127,13 @@ def test_known_repo_downloads_verifies_and_records_provenance(hub, home, pi0_mai
     assert result.exit_code == 0, result.output
     dest = home / "checkpoints" / "Dexmal" / "libero-db-pi0"
     assert {k: v for k, v in tree(dest).items() if not k.startswith(".cache/")
-            and k != dexrl_hub.MANIFEST_NAME} == pi0_main
+            and k != MANIFEST_NAME} == pi0_main
     manifest = manifest_of(dest)
     assert manifest.verified and manifest.commit == MAIN and manifest.revision == "main"
     assert manifest.repo_id == PI0 and manifest.endpoint == hub.url
     assert manifest.files == {k: len(v) for k, v in pi0_main.items()}
     assert manifest.changed_files(dest) == []
-    from dexrl.checks.checkpoint_dir import verify_checkpoint
+    from dexrl.hub.verify import verify_checkpoint
 
     params = verify_checkpoint(dest).weights.parameters
     for text in (f"main → {MAIN}", "dexbotic_pi0", f"{params:,} in", "float32",
@@ -147,7 +150,7 @@ def test_dm0_is_verified_as_far_as_dexrl_can_and_says_so(hub) -> None:
     assert result.exit_code == 0, result.output
     assert "not checked for dexbotic_dm0" in result.output
     assert "no override needed" in result.output and "--model dm0" in result.output
-    manifest = manifest_of(dexrl_hub.checkpoint_dir("Dexmal/DM0-libero"))
+    manifest = manifest_of(checkpoint_dir("Dexmal/DM0-libero"))
     assert manifest.model_type == "dexbotic_dm0"
     assert manifest.checks == ["files", "weight headers", "norm stats"]
 
@@ -160,17 +163,17 @@ def test_a_known_repo_with_the_wrong_model_type(hub, pi0_main) -> None:
 
 
 def test_default_folder_is_the_model_configs_model_path(home, monkeypatch) -> None:
-    from dexrl.config import compose
+    from dexrl.config.compose import compose
 
     monkeypatch.setenv("DEXRL_HOME", str(home))
-    for repo in dexrl_hub.KNOWN_REPOS.values():
+    for repo in KNOWN_REPOS.values():
         cfg = compose(f"libero_spatial_ppo_{repo.model_type}", [])
-        assert cfg.actor.model.model_path == str(dexrl_hub.checkpoint_dir(repo.repo_id))
+        assert cfg.actor.model.model_path == str(checkpoint_dir(repo.repo_id))
     monkeypatch.delenv("DEXRL_HOME")
     cfg = compose("libero_spatial_ppo_dexbotic_pi0", [])
-    assert cfg.actor.model.model_path == str(dexrl_hub.checkpoint_dir(PI0))
+    assert cfg.actor.model.model_path == str(checkpoint_dir(PI0))
     default = Path.home() / ".cache" / "dexrl" / "checkpoints" / "Dexmal" / "libero-db-pi0"
-    assert dexrl_hub.checkpoint_dir(PI0) == default
+    assert checkpoint_dir(PI0) == default
 
 
 @pytest.mark.parametrize("revision", ["v1.0", V1])
@@ -206,7 +209,7 @@ def test_interrupted_download_resumes(hub, home, monkeypatch, pi0_main) -> None:
     hub.cut_downloads[(PI0, "model.safetensors")] = 1
     first = run(PI0)
     assert_fails(first, "broke off", "IncompleteRead", "run the same command again")
-    dest = dexrl_hub.checkpoint_dir(PI0)
+    dest = checkpoint_dir(PI0)
     assert manifest_of(dest) is None
     partial = list((dest / ".cache").rglob("*.incomplete"))
     assert len(partial) == 1 and partial[0].stat().st_size > 0
@@ -234,7 +237,7 @@ def test_private_repo_with_hf_token(hub, home) -> None:
 def test_gated_repo_without_access(hub) -> None:
     result = run("acme/gated-pi0")
     assert_fails(result, "gated", f"{hub.url}/acme/gated-pi0", "HF_TOKEN")
-    assert manifest_of(dexrl_hub.checkpoint_dir("acme/gated-pi0")) is None
+    assert manifest_of(checkpoint_dir("acme/gated-pi0")) is None
 
 
 def test_rejected_token(hub) -> None:
@@ -256,7 +259,7 @@ def test_not_a_dexbotic_checkpoint_keeps_files_unverified(hub) -> None:
     result = run("acme/not-a-checkpoint")
     assert_fails(result, "not a usable Dexbotic checkpoint", "no config.json",
                  "not a Dexbotic π0/DM0 checkpoint")
-    dest = dexrl_hub.checkpoint_dir("acme/not-a-checkpoint")
+    dest = checkpoint_dir("acme/not-a-checkpoint")
     assert (dest / "README.md").is_file() and (dest / "data" / "part-0.bin").is_file()
     assert manifest_of(dest) is None
 
@@ -264,7 +267,7 @@ def test_not_a_dexbotic_checkpoint_keeps_files_unverified(hub) -> None:
 def test_weights_that_do_not_fit_the_config(hub) -> None:
     result = run("acme/wrong-shapes")
     assert_fails(result, "wrong shape", "model.llm.layers.0.mlp")
-    assert manifest_of(dexrl_hub.checkpoint_dir("acme/wrong-shapes")) is None
+    assert manifest_of(checkpoint_dir("acme/wrong-shapes")) is None
 
 
 def test_redownload_of_a_failed_folder_removes_a_stale_manifest(hub, tmp_path) -> None:
@@ -282,7 +285,7 @@ def test_hub_errors_while_looking_up_and_while_downloading(hub) -> None:
     # huggingface_hub retries 5xx on file requests for ~15 s; a 429 it gives up on at once.
     hub.fail_paths = {f"/{PI0}/resolve/{MAIN}/config.json": 429}
     assert_fails(run(PI0), "broke off", "429", "run the same command again")
-    assert manifest_of(dexrl_hub.checkpoint_dir(PI0)) is None
+    assert manifest_of(checkpoint_dir(PI0)) is None
 
 
 def test_unreachable_hub(hub, monkeypatch) -> None:
@@ -296,7 +299,7 @@ def test_unreachable_hub(hub, monkeypatch) -> None:
 def test_full_disk_and_read_only_errors_are_explained() -> None:
     for code, text in ((errno.ENOSPC, "no space left"), (errno.EROFS, "cannot write there")):
         with pytest.raises(DexrlError, match=text) as caught, \
-                dexrl_hub.hub_errors(PI0, "main", "http://hub", stage="download", dest=Path("/d")):
+                hub_errors(PI0, "main", "http://hub", stage="download", dest=Path("/d")):
             raise OSError(code, os.strerror(code))
         assert caught.value.hint and caught.value.where == "/d"
 
@@ -317,7 +320,7 @@ def test_offline_without_a_copy(hub) -> None:
 
 def test_offline_copy_that_changed_loses_its_manifest(hub) -> None:
     assert run(PI0).exit_code == 0
-    dest = dexrl_hub.checkpoint_dir(PI0)
+    dest = checkpoint_dir(PI0)
     weights = dest / "model.safetensors"
     weights.write_bytes(weights.read_bytes()[:-10])
     assert_fails(run(PI0, HF_HUB_OFFLINE="1"), "model.safetensors", "unset HF_HUB_OFFLINE")
@@ -409,7 +412,7 @@ def test_libero_assets_are_fetched_verified_and_linked(hub, home, libero_site) -
     assert libero_site.is_symlink() and libero_assets.is_asset_tree(libero_site)
     assert libero_site.resolve() == (home / "libero-assets").resolve()
     assert any(s.path.startswith("/api/datasets/RLinf/LIBERO-assets") for s in hub.seen)
-    manifest = dexrl_hub.read_download_manifest(home / "libero-assets",
+    manifest = read_download_manifest(home / "libero-assets",
                                                 libero_assets.ASSETS_MANIFEST)
     assert manifest.verified and manifest.repo_type == "dataset"
     again = run("--libero-assets")
@@ -424,7 +427,7 @@ def test_incomplete_libero_assets_are_not_linked(hub, libero_site, monkeypatch) 
 
 def test_libero_assets_offline(hub, libero_site) -> None:
     assert_fails(run("--libero-assets", HF_HUB_OFFLINE="1"), "offline",
-                 "python -m dexrl.libero_assets")
+                 "python -m dexrl.hub.libero_assets")
     assert hub.seen == []
 
 
@@ -434,6 +437,7 @@ def _cli(args: list[str], env: dict[str, str]) -> subprocess.CompletedProcess:
                           text=True, env={**os.environ, **env}, timeout=120)
 
 
+@pytest.mark.spawns
 def test_hub_variables_set_before_import_are_honoured(hub, home) -> None:
     """huggingface_hub reads HF_ENDPOINT/HF_HUB_OFFLINE at import: check a fresh process."""
     env = {"HF_ENDPOINT": hub.url, "DEXRL_HOME": str(home),

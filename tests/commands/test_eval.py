@@ -16,7 +16,7 @@ import pytest
 from typer.testing import CliRunner
 
 from dexrl.cli import app
-from dexrl.libero_assets import is_asset_tree, libero_assets_dir
+from dexrl.hub.libero_assets import is_asset_tree, libero_assets_dir
 
 runner = CliRunner()
 SMALL = ["--suite", "libero_spatial", "--tasks", "0", "--episodes-per-task", "2", "--num-envs",
@@ -36,7 +36,7 @@ needs_libero = pytest.mark.skipif(not libero_ready(), reason="LIBERO scene asset
 
 @pytest.fixture(scope="module")
 def tiny_run(tiny_pi0_dir: Path, tmp_path_factory: pytest.TempPathFactory) -> Path:
-    from dexrl.testing.rlinf_run import write_tiny_rlinf_run
+    from rlinf_run import write_tiny_rlinf_run
 
     return write_tiny_rlinf_run(tmp_path_factory.mktemp("run") / "run", tiny_pi0_dir, step=2)
 
@@ -46,21 +46,21 @@ def run(*args: object):
 
 
 @pytest.mark.parametrize(
-    ("args", "message"),
-    [(["--suite", "libero_100"], "unknown suite 'libero_100'"),
-     (["--suite", "libero_spatial", "--tasks", "3-11"], "task id(s) 10, 11 do not exist"),
-     (["--suite", "libero_goal"], "trained on libero_spatial, not libero_goal"),
-     (["--suite", "libero_spatial", "--episodes-per-task", "51"], "only 50 initial states"),
-     (["--suite", "libero_spatial", "--action-chunk", "9"], "--action-chunk is 9"),
-     (["--suite", "libero_spatial", "--video", "best"], "unknown video mode"),
-     (["--suite", "libero_spatial", "seed=4"], "set by dexrl eval itself"),
-     (["--suite", "libero_spatial", "--compare", "/no/results.json"], "results file not found")],
+    ("args", "code"),
+    [(["--suite", "libero_100"], "unknown-suite"),
+     (["--suite", "libero_spatial", "--tasks", "3-11"], "eval-task-out-of-range"),
+     (["--suite", "libero_goal"], "eval-suite-mismatch"),
+     (["--suite", "libero_spatial", "--episodes-per-task", "51"], "eval-too-many-episodes"),
+     (["--suite", "libero_spatial", "--action-chunk", "9"], "eval-value-out-of-range"),
+     (["--suite", "libero_spatial", "--video", "best"], "eval-video-mode-unknown"),
+     (["--suite", "libero_spatial", "seed=4"], "eval-env-override-owned"),
+     (["--suite", "libero_spatial", "--compare", "/no/results.json"], "results-not-found")],
 )
 def test_bad_input_is_one_error_and_writes_nothing(tiny_run: Path, tmp_path: Path,
-                                                   args: list[str], message: str) -> None:
+                                                   args: list[str], code: str) -> None:
     result = run("--ckpt", tiny_run, "--out", tmp_path / "out", *args)
     assert result.exit_code == 2, result.output
-    assert message in result.output
+    assert f"[{code}]" in result.output
     assert result.output.count("error:") == 1 and "Traceback" not in result.output
     assert not (tmp_path / "out").exists()
 
@@ -74,25 +74,26 @@ def test_missing_base_checkpoint(tiny_run: Path, tmp_path: Path) -> None:
     OmegaConf.save(cfg, run_dir / "config.yaml")
     result = run("--ckpt", run_dir, *SMALL)
     assert result.exit_code == 2, result.output
-    assert "base checkpoint" in result.output and "--base" in result.output
+    assert "[base-not-on-machine]" in result.output and "--base" in result.output
     assert not (run_dir / "eval").exists()
 
 
 def test_missing_libero_assets(tiny_run: Path, tmp_path: Path,
                                monkeypatch: pytest.MonkeyPatch) -> None:
-    import dexrl.libero_assets
+    import dexrl.hub.libero_assets
 
-    monkeypatch.setattr(dexrl.libero_assets, "libero_assets_dir", lambda: tmp_path / "assets")
+    monkeypatch.setattr(dexrl.hub.libero_assets, "libero_assets_dir", lambda: tmp_path / "assets")
     result = run("--ckpt", tiny_run, "--out", tmp_path / "out", *SMALL)
-    assert result.exit_code == 2 and "LIBERO scene assets are not installed" in result.output
+    assert result.exit_code == 2 and "[libero-assets-missing]" in result.output
     assert not (tmp_path / "out").exists()
 
 
 def test_missing_checkpoint_path(tmp_path: Path) -> None:
     result = run("--ckpt", tmp_path / "nothing", *SMALL)
-    assert result.exit_code == 2 and "does not exist" in result.output
+    assert result.exit_code == 2 and "[checkpoint-not-found]" in result.output
 
 
+@pytest.mark.spawns
 @needs_libero
 def test_a_stale_libero_config_is_named(tiny_run: Path, tmp_path: Path) -> None:
     stale = tmp_path / "libero-config"
@@ -115,7 +116,7 @@ def test_refuses_an_output_folder_with_another_evaluation(tiny_run: Path, tmp_pa
     out.mkdir()
     (out / "results.json").write_text("{}")
     result = run("--ckpt", tiny_run, "--out", out, *SMALL)
-    assert result.exit_code == 2 and "already holds another evaluation" in result.output
+    assert result.exit_code == 2 and "[eval-out-not-empty]" in result.output
     assert (out / "results.json").read_text() == "{}"
 
 
@@ -146,6 +147,7 @@ def episodes_of(out: Path) -> list[tuple]:
             for e in data["episodes"]]
 
 
+@pytest.mark.spawns
 @needs_libero
 def test_eval_on_libero(first_eval: tuple[Path, str, str, Path], tiny_run: Path,
                         tiny_pi0_dir: Path) -> None:
@@ -183,6 +185,7 @@ def test_eval_on_libero(first_eval: tuple[Path, str, str, Path], tiny_run: Path,
     assert not list(out.glob(".*"))  # no temporary files left
 
 
+@pytest.mark.spawns
 @needs_libero
 def test_export_round_trip_gives_identical_actions(first_eval: tuple, tiny_run: Path,
                                                    tmp_path: Path) -> None:

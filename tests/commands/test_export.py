@@ -16,7 +16,7 @@ runner = CliRunner()
 
 @pytest.fixture(scope="module")
 def tiny_run(tiny_pi0_dir: Path, tmp_path_factory: pytest.TempPathFactory) -> Path:
-    from dexrl.testing.rlinf_run import write_tiny_rlinf_run
+    from rlinf_run import write_tiny_rlinf_run
 
     return write_tiny_rlinf_run(tmp_path_factory.mktemp("run") / "run", tiny_pi0_dir, step=3)
 
@@ -59,23 +59,23 @@ def test_push_to_hub(tiny_run: Path, tmp_path: Path, monkeypatch: pytest.MonkeyP
 
 
 @pytest.mark.parametrize(
-    ("args", "message"),
-    [(["--push-to-hub", "not a repo id"], "not a Hugging Face repo id"),
-     (["--base", "/no/such/base"], "has no config.json")],
+    ("args", "code"),
+    [(["--push-to-hub", "not a repo id"], "hub-repo-id-invalid"),
+     (["--base", "/no/such/base"], "base-no-config")],
 )
 def test_bad_input_writes_nothing(tiny_run: Path, tmp_path: Path, args: list[str],
-                                  message: str) -> None:
+                                  code: str) -> None:
     result = run(tiny_run, "--out", tmp_path / "out", *args)
     assert result.exit_code == 2, result.output
-    assert message in result.output and "Traceback" not in result.output
+    assert f"[{code}]" in result.output and "Traceback" not in result.output
     assert not (tmp_path / "out").exists()
 
 
 def test_refuses_dexbotic_checkpoints_and_full_folders(tiny_pi0_dir: Path, tiny_run: Path,
                                                        tmp_path: Path) -> None:
     result = run(tiny_pi0_dir, "--out", tmp_path / "out")
-    assert result.exit_code == 2 and "already a Dexbotic checkpoint" in result.output
+    assert result.exit_code == 2 and "[export-already-dexbotic]" in result.output
     (tmp_path / "full").mkdir()
     (tmp_path / "full" / "x").write_text("x")
     result = run(tiny_run, "--out", tmp_path / "full")
-    assert result.exit_code == 2 and "not empty" in result.output
+    assert result.exit_code == 2 and "[export-out-not-empty]" in result.output

@@ -13,7 +13,7 @@ import pytest
 from typer.testing import CliRunner
 
 from dexrl.cli import app
-from dexrl.config import list_configs
+from dexrl.config.compose import list_configs
 
 runner = CliRunner()
 DEXRL = str(Path(sys.executable).with_name("dexrl"))
@@ -25,8 +25,9 @@ def piped(*args: str, home: Path) -> subprocess.CompletedProcess:
     return subprocess.run([DEXRL, *args], env=env, capture_output=True, text=True, timeout=120)
 
 
+@pytest.mark.spawns
 def test_download_list_through_a_pipe_is_not_truncated(tmp_path: Path) -> None:
-    from dexrl.hub import KNOWN_REPOS
+    from dexrl.hub.repos import KNOWN_REPOS
 
     done = piped("download", "--list", home=tmp_path)
     assert done.returncode == 0, done.stderr
@@ -35,6 +36,7 @@ def test_download_list_through_a_pipe_is_not_truncated(tmp_path: Path) -> None:
         assert repo.repo_id in done.stdout and repo.description in done.stdout
 
 
+@pytest.mark.spawns
 def test_configs_json_through_a_pipe(tmp_path: Path) -> None:
     done = piped("configs", "--json", home=tmp_path)
     assert done.returncode == 0, done.stderr
@@ -68,16 +70,19 @@ def test_download_list_json(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> 
 
 
 @pytest.mark.parametrize(
-    ("args", "message"),
-    [(["--list", "Dexmal/libero-db-pi0"], "--list shows the known repositories"),
-     (["--list", "--json", "--force"], "--list shows the known repositories"),
-     (["--libero-assets", "--json"], "--libero-assets takes no REPO_ID, --include, --exclude or "
-                                     "--json"),
-     (["--json"], "which repository?")],
+    ("args", "code"),
+    [(["--list", "Dexmal/libero-db-pi0"], "flags-list-exclusive"),
+     (["--list", "--json", "--force"], "flags-list-exclusive"),
+     (["--libero-assets", "--json"], "flags-libero-assets-exclusive"),
+     (["--json"], "download-no-repo-id")],
 )
 def test_download_flag_combinations_that_make_no_sense(tmp_path: Path, args: list[str],
-                                                       message: str) -> None:
+                                                       code: str) -> None:
     result = runner.invoke(app, ["download", *args], env={"DEXRL_HOME": str(tmp_path)})
     assert result.exit_code == 2, result.output
-    assert message in result.stderr and "hint:" in result.stderr
-    assert result.stdout == "" and list(tmp_path.iterdir()) == []
+    assert f"[{code}]" in result.stderr and "hint:" in result.stderr
+    assert list(tmp_path.iterdir()) == []
+    if "--json" in args:  # a script reading stdout gets the failure as JSON
+        assert json.loads(result.stdout)["schema"] == "dexrl.error/1"
+    else:
+        assert result.stdout == ""

@@ -17,7 +17,7 @@ from typer.testing import CliRunner
 
 from dexrl.cli import app
 from dexrl.curves import PANELS, TIME_SPLIT, read_run
-from dexrl.progress import ProgressPrinter
+from dexrl.training.progress import ProgressPrinter
 
 FIXTURE = Path(__file__).parent.parent / "fixtures" / "smoke_run"
 PNG_MAGIC = b"\x89PNG\r\n\x1a\n"
@@ -57,21 +57,21 @@ def test_plot_overlays_several_runs(run_dir: Path, tmp_path: Path) -> None:
 
 
 @pytest.mark.parametrize(
-    ("make", "message"),
+    ("make", "code"),
     [
-        (lambda t: t / "missing", "no such run folder"),
-        (lambda t: _touch(t / "notes.txt"), "not a run folder (a file)"),
-        (lambda t: _mkdir(t / "empty"), "no TensorBoard event files in"),
+        (lambda t: t / "missing", "run-not-found"),
+        (lambda t: _touch(t / "notes.txt"), "run-not-a-folder"),
+        (lambda t: _mkdir(t / "empty"), "plot-no-event-files"),
         (lambda t: _touch(t / "run" / "tensorboard" / "events.out.tfevents.1.x").parent.parent,
-         "the event files hold no scalars yet"),
+         "plot-no-scalars"),
     ],
 )
-def test_bad_input_is_one_error_and_writes_nothing(tmp_path: Path, make, message: str) -> None:  # noqa: ANN001
+def test_bad_input_is_one_error_and_writes_nothing(tmp_path: Path, make, code: str) -> None:  # noqa: ANN001
     target = make(tmp_path)
     before = sorted(tmp_path.rglob("*"))
     result = runner.invoke(app, ["plot", str(target)])
     assert result.exit_code == 2
-    assert result.stderr.startswith("error: ") and message in result.stderr
+    assert result.stderr.startswith("error: ") and f"[{code}]" in result.stderr
     assert "hint: " in result.stderr and "Traceback" not in result.output
     assert sorted(tmp_path.rglob("*")) == before
 

@@ -7,7 +7,7 @@ from types import SimpleNamespace
 
 from rich.console import Console
 
-from dexrl.progress import ProgressPrinter
+from dexrl.training.progress import ProgressPrinter
 
 
 def event(kind: str, step: int, elapsed: float, **metrics: float) -> SimpleNamespace:

@@ -1,6 +1,6 @@
 """Run folders work from any directory and after a move; resume --dry-run; owned fields.
 
-The run folders are built as ``dexrl train`` leaves them (``dexrl.testing.rlinf_run``), with the
+The run folders are built as ``dexrl train`` leaves them (``rlinf_run``), with the
 base checkpoint inside the folder as ``--smoke`` puts it, so no RLinf launch is needed.
 """
 
@@ -14,8 +14,10 @@ import pytest
 from omegaconf import OmegaConf
 from typer.testing import CliRunner
 
-from dexrl import runs
 from dexrl.cli import app
+from dexrl.runs.layout import CONFIG_FILE, MANIFEST_FILE
+from dexrl.runs.opened import open_run
+from dexrl.runs.record import read_manifest
 
 runner = CliRunner()
 
@@ -27,7 +29,7 @@ def run(*args: object):
 @pytest.fixture(scope="module")
 def smoke_like_run(tiny_pi0_dir: Path, tmp_path_factory: pytest.TempPathFactory) -> Path:
     """A run whose base checkpoint lies inside it (runs/<name>/smoke-checkpoint)."""
-    from dexrl.testing.rlinf_run import write_tiny_rlinf_run
+    from rlinf_run import write_tiny_rlinf_run
 
     root = tmp_path_factory.mktemp("made") / "runs" / "r1"
     base = Path(shutil.copytree(tiny_pi0_dir, root / "smoke-checkpoint"))
@@ -53,12 +55,12 @@ def moved(run_dir: Path, tmp_path: Path) -> Path:
 
 
 def test_config_stores_absolute_paths_and_the_run_folder(smoke_like_run: Path) -> None:
-    cfg = OmegaConf.load(smoke_like_run / runs.CONFIG_FILE)
+    cfg = OmegaConf.load(smoke_like_run / CONFIG_FILE)
     assert cfg.actor.model.model_path == str(smoke_like_run / "smoke-checkpoint")
     assert cfg.runner.logger.log_path == str(smoke_like_run)
     assert cfg.runner.logger.experiment_name == "" and cfg.runner.resume_dir is None
     assert cfg.env.eval.video_cfg.video_base_dir == str(smoke_like_run / "video" / "eval")
-    assert runs.read_manifest(smoke_like_run)["run_dir"] == str(smoke_like_run)
+    assert read_manifest(smoke_like_run)["run_dir"] == str(smoke_like_run)
 
 
 def test_a_moved_run_exports_and_resolves_from_another_directory(
@@ -66,7 +68,7 @@ def test_a_moved_run_exports_and_resolves_from_another_directory(
     from dexrl.evaluation.sources import resolve_checkpoint
 
     target = moved(smoke_like_run, tmp_path)
-    opened = runs.open_run(target)
+    opened = open_run(target)
     assert opened.moved_from == smoke_like_run
     assert opened.config.actor.model.model_path == str(target / "smoke-checkpoint")
     assert opened.config.env.train.video_cfg.video_base_dir == str(target / "video" / "train")
@@ -107,17 +109,17 @@ def test_resume_dry_run_refuses_what_resume_refuses(smoke_like_run: Path) -> Non
 
 def main_style_run(tiny_pi0_dir: Path, root: Path) -> Path:
     """A run folder as dexrl 0.1 (main) left it: model path relative to train's cwd."""
-    from dexrl.testing.rlinf_run import write_tiny_rlinf_run
+    from rlinf_run import write_tiny_rlinf_run
 
     run_dir = root / "runs" / "old"
     write_tiny_rlinf_run(run_dir, Path(shutil.copytree(tiny_pi0_dir, run_dir / "smoke-checkpoint")))
-    cfg = OmegaConf.load(run_dir / runs.CONFIG_FILE)
+    cfg = OmegaConf.load(run_dir / CONFIG_FILE)
     cfg.actor.model.model_path = cfg.rollout.model.model_path = "runs/old/smoke-checkpoint"
-    OmegaConf.save(cfg, run_dir / runs.CONFIG_FILE)
-    manifest = runs.read_manifest(run_dir)
+    OmegaConf.save(cfg, run_dir / CONFIG_FILE)
+    manifest = read_manifest(run_dir)
     del manifest["run_dir"]
     manifest["cwd"] = str(root)
-    (run_dir / runs.MANIFEST_FILE).write_text(json.dumps(manifest))
+    (run_dir / MANIFEST_FILE).write_text(json.dumps(manifest))
     return run_dir
 
 
@@ -130,17 +132,17 @@ def test_old_run_folders_with_relative_paths_still_resolve(tiny_pi0_dir: Path, t
     target = tmp_path / "moved"
     shutil.move(old, target)
     assert resolve_checkpoint(target).model_dir == target / "smoke-checkpoint"
-    manifest = runs.read_manifest(target)
+    manifest = read_manifest(target)
     del manifest["cwd"]  # nothing left to anchor the relative path: fail with the fix
-    (target / runs.MANIFEST_FILE).write_text(json.dumps(manifest))
+    (target / MANIFEST_FILE).write_text(json.dumps(manifest))
     result = run("export", target, "--out", "x")
     assert result.exit_code == 2
-    assert "does not exist on this machine" in result.stderr and "--base" in result.stderr
+    assert "[base-not-on-machine]" in result.stderr and "--base" in result.stderr
     assert not (elsewhere / "x").exists()
 
 
 def test_a_missing_base_checkpoint_names_its_repo(tiny_pi0_dir: Path, tmp_path: Path) -> None:
-    from dexrl.testing.rlinf_run import write_tiny_rlinf_run
+    from rlinf_run import write_tiny_rlinf_run
 
     base = Path(shutil.copytree(tiny_pi0_dir, tmp_path / "base"))
     (base / "dexrl-checkpoint.json").write_text(json.dumps({"repo_id": "Dexmal/libero-db-pi0"}))
@@ -184,32 +186,32 @@ def test_train_dry_run_shows_the_run_folder_settings(elsewhere: Path) -> None:
 
 
 @pytest.mark.parametrize(
-    ("where", "message"),
-    [("missing", "run folder does not exist"), ("file", "a file, not a run folder"),
-     ("step", "a checkpoint folder, not a run folder"),
-     ("foreign", "not a dexrl run directory (no config.yaml)")],
+    ("where", "code"),
+    [("missing", "run-not-found"), ("file", "run-not-a-folder"),
+     ("step", "run-is-a-checkpoint-folder"),
+     ("foreign", "run-no-config")],
 )
 def test_resume_of_something_that_is_not_a_run(smoke_like_run: Path, tmp_path: Path,
-                                               where: str, message: str) -> None:
-    path = {"missing": tmp_path / "nope", "file": smoke_like_run / runs.CONFIG_FILE,
+                                               where: str, code: str) -> None:
+    path = {"missing": tmp_path / "nope", "file": smoke_like_run / CONFIG_FILE,
             "step": smoke_like_run / "checkpoints" / "global_step_1", "foreign": tmp_path}[where]
     result = run("resume", path)
     assert result.exit_code == 2, result.output
-    assert message in result.stderr and "hint:" in result.stderr
+    assert f"[{code}]" in result.stderr and "hint:" in result.stderr
     assert "Traceback" not in result.output
     if where == "step":
         assert f"pass the run folder {smoke_like_run} (with --step 1" in result.stderr
 
 
 @pytest.mark.parametrize(
-    ("args", "message"),
-    [(["--name", "a/b"], "--name 'a/b' is not a folder name"),
-     (["--name", ".."], "is not a folder name"),
-     (["--name", "x", "--run-dir", "y"], "--name and --run-dir both name the run folder")],
+    ("args", "code"),
+    [(["--name", "a/b"], "run-name-invalid"),
+     (["--name", ".."], "run-name-invalid"),
+     (["--name", "x", "--run-dir", "y"], "flags-name-run-dir")],
 )
 def test_run_folder_names_that_are_not_names(elsewhere: Path, args: list[str],
-                                             message: str) -> None:
+                                             code: str) -> None:
     result = run("train", "--suite", "libero_spatial", "--model", "pi0", "--smoke", *args)
     assert result.exit_code == 2, result.output
-    assert message in result.stderr and "hint:" in result.stderr
+    assert f"[{code}]" in result.stderr and "hint:" in result.stderr
     assert list(elsewhere.iterdir()) == []

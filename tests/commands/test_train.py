@@ -12,8 +12,11 @@ import pytest
 from omegaconf import OmegaConf
 from typer.testing import CliRunner
 
-from dexrl import runs
 from dexrl.cli import app
+from dexrl.runs.checkpoints import mark_complete
+from dexrl.runs.layout import MANIFEST_FILE, checkpoints_dir
+from dexrl.runs.record import resolved, use_wandb_run_id, write_run_files
+from dexrl.runs.resume_rules import config_diff, unsafe_changes
 
 runner = CliRunner()
 SPATIAL_PI0 = ["--suite", "libero_spatial", "--model", "pi0"]
@@ -60,8 +63,8 @@ def test_a_smoke_dry_run_sizes_the_tiny_model_it_would_train(cwd: Path, model: s
 def test_plan_sizes_agree_with_what_the_adapter_trains(tiny_pi0_dir: Path) -> None:
     from dexrl.bridge.pi0_policy import Pi0RLPolicy
     from dexrl.bridge.rl_steps import RLSettings
-    from dexrl.launch_plan import checkpoint_sizes
     from dexrl.models import load_policy
+    from dexrl.training.plan import checkpoint_sizes
 
     policy = Pi0RLPolicy(load_policy(tiny_pi0_dir), RLSettings(num_steps=4, num_action_chunks=5,
                                                            train_expert_only=True))
@@ -79,16 +82,16 @@ def test_dry_run_shows_the_worker_groups_per_node_of_a_two_node_placement(cwd: P
 
 
 def test_a_folder_whose_driver_was_killed_says_so(cwd: Path) -> None:
-    from dexrl.testing.runstate import write_killed_run
+    from killed_run import write_killed_run
 
     folder = cwd / "killed"
     (folder / "checkpoints" / "global_step_1").mkdir(parents=True)
-    runs.mark_complete(folder / "checkpoints" / "global_step_1", 1)
+    mark_complete(folder / "checkpoints" / "global_step_1", 1)
     (folder / "config.yaml").write_text("{}")
     write_killed_run(folder, 1)
     result = run("train", *SPATIAL_PI0, "--smoke", "--run-dir", str(folder))
     assert result.exit_code == 2
-    assert "already holds another run" in result.stderr
+    assert "[run-folder-not-empty]" in result.stderr
     assert ("the last run of this folder was interrupted during step 2" in result.stderr
             and "the last complete checkpoint is global_step_1" in result.stderr)
 
@@ -96,26 +99,26 @@ def test_a_folder_whose_driver_was_killed_says_so(cwd: Path) -> None:
 def test_dry_run_refuses_a_broken_config(cwd: Path) -> None:
     result = run("train", *SPATIAL_PI0, "--dry-run", "env.train.total_num_envs=63")
     assert result.exit_code == 2
-    assert "has 1 error(s); nothing was started" in result.stderr
+    assert "has 1 error(s); nothing was started [config-invalid]" in result.stderr
     assert "63 envs do not divide over 8 env processes" in result.stderr
 
 
 @pytest.mark.parametrize(
-    ("args", "message"),
+    ("args", "code"),
     [
-        (["--smoke", "--ckpt", "x"], "--smoke trains a tiny random model and takes no --ckpt"),
-        (["--ckpt", "/does/not/exist"], "checkpoint path does not exist: /does/not/exist"),
-        (["--ckpt", "Dexmal/libero-db-pi0"], "has no verified download"),
-        ([], "checkpoint not found at"),
-        (["--smoke", "--ray-address", "127.0.0.1:1"], "cannot reach the Ray cluster"),
-        (["--smoke", "runner.max_stepz=1"], "unknown config key 'runner.max_stepz'"),
+        (["--smoke", "--ckpt", "x"], "flags-smoke-ckpt"),
+        (["--ckpt", "/does/not/exist"], "checkpoint-not-found"),
+        (["--ckpt", "Dexmal/libero-db-pi0"], "hub-not-downloaded"),
+        ([], "checkpoint-not-found"),
+        (["--smoke", "--ray-address", "127.0.0.1:1"], "ray-unreachable"),
+        (["--smoke", "runner.max_stepz=1"], "override-unknown-key"),
     ],
 )
 def test_bad_input_is_refused_before_anything_starts(cwd: Path, args: list[str],
-                                                     message: str) -> None:
+                                                     code: str) -> None:
     result = run("train", *SPATIAL_PI0, "--run-dir", str(cwd / "run"), *args)
     assert result.exit_code == 2, result.output
-    assert message in result.stderr
+    assert f"[{code}]" in result.stderr
     assert "Traceback" not in result.output
     assert not (cwd / "run").exists()
 
@@ -123,7 +126,7 @@ def test_bad_input_is_refused_before_anything_starts(cwd: Path, args: list[str],
 def test_no_gpu_points_at_smoke_and_doctor(cwd: Path, tiny_pi0_dir: Path) -> None:
     result = run("train", *SPATIAL_PI0, "--ckpt", str(tiny_pi0_dir), "--run-dir", "r")
     assert result.exit_code == 2
-    assert "no CUDA GPU" in result.stderr and "--smoke" in result.stderr
+    assert "[train-no-gpu]" in result.stderr and "--smoke" in result.stderr
     assert "dexrl doctor" in result.stderr
     assert not (cwd / "r").exists()
 
@@ -142,23 +145,23 @@ def test_a_run_dir_holding_another_run_is_not_overwritten(cwd: Path) -> None:
     (cwd / "run" / "config.yaml").write_text("a: 1\n")
     result = run("train", *SPATIAL_PI0, "--smoke", "--run-dir", "run")
     assert result.exit_code == 2
-    assert "already holds another run" in result.stderr and "dexrl resume" in result.stderr
+    assert "[run-folder-not-empty]" in result.stderr and "dexrl resume" in result.stderr
     assert (cwd / "run" / "config.yaml").read_text() == "a: 1\n"
     assert sorted(p.name for p in (cwd / "run").iterdir()) == ["config.yaml"]
 
 
 def fake_run(root: Path, steps: dict[int, bool]) -> Path:
     """A run folder as `train` leaves it: config, manifest and checkpoints (complete or not)."""
-    from dexrl.config import compose
+    from dexrl.config.compose import compose
 
-    cfg = runs.resolved(compose("libero_spatial_ppo_dexbotic_pi0", ["+smoke=cpu"]))
+    cfg = resolved(compose("libero_spatial_ppo_dexbotic_pi0", ["+smoke=cpu"]))
     root.mkdir()
-    runs.write_run_files(root, cfg, ["dexrl", "train"], {"smoke": True})
+    write_run_files(root, cfg, ["dexrl", "train"], {"smoke": True})
     for step, complete in steps.items():
-        path = runs.checkpoints_dir(root) / f"global_step_{step}" / "actor"
+        path = checkpoints_dir(root) / f"global_step_{step}" / "actor"
         path.mkdir(parents=True)
         if complete:
-            runs.mark_complete(path.parent, step)
+            mark_complete(path.parent, step)
     return root
 
 
@@ -166,54 +169,54 @@ def test_resume_refuses_changes_to_the_experiment_with_a_diff(cwd: Path) -> None
     run_dir = fake_run(cwd / "run", {1: True})
     result = run("resume", str(run_dir), "runner.max_steps=3", "actor.optim.lr=1e-3")
     assert result.exit_code == 2
-    assert "1 override(s) change the experiment" in result.stderr
+    assert "[resume-unsafe-changes]" in result.stderr
     assert "actor.optim.lr: 5e-06 -> 0.001" in result.stderr
     assert "--allow-changes" in result.stderr
 
 
 @pytest.mark.parametrize(
-    ("steps", "args", "message"),
+    ("steps", "args", "code"),
     [
-        ({}, [], "no complete checkpoint to resume from"),
-        ({1: True, 2: False}, ["--step", "2"], "the checkpoint at step 2 is incomplete"),
-        ({1: True}, ["--step", "5"], "no checkpoint at step 5"),
-        ({1: True}, [], "the run already reached step 1 of 1"),
-        ({1: True}, ["runner.max_stepz=3"], "unknown config key 'runner.max_stepz'"),
+        ({}, [], "checkpoint-none-complete"),
+        ({1: True, 2: False}, ["--step", "2"], "checkpoint-incomplete"),
+        ({1: True}, ["--step", "5"], "checkpoint-step-not-found"),
+        ({1: True}, [], "resume-nothing-left"),
+        ({1: True}, ["runner.max_stepz=3"], "override-unknown-key"),
         ({1: True}, ["runner.max_steps=3", "env.train.total_num_envs=0"],
-         "change the experiment"),
+         "resume-unsafe-changes"),
     ],
 )
 def test_resume_refusals(cwd: Path, steps: dict[int, bool], args: list[str],
-                         message: str) -> None:
+                         code: str) -> None:
     run_dir = fake_run(cwd / "run", steps)
     before = sorted(str(p) for p in run_dir.rglob("*"))
     result = run("resume", f"{run_dir}/", *args)
     assert result.exit_code == 2, result.output
-    assert message in result.stderr
+    assert f"[{code}]" in result.stderr
     assert sorted(str(p) for p in run_dir.rglob("*")) == before
 
 
 def test_resume_needs_a_run_folder(cwd: Path) -> None:
     result = run("resume", str(cwd))
     assert result.exit_code == 2
-    assert "not a dexrl run directory" in result.stderr
+    assert "[run-no-config]" in result.stderr
 
 
 def test_safe_resume_changes_are_accepted() -> None:
-    from dexrl.config import compose
+    from dexrl.config.compose import compose
 
-    old = runs.resolved(compose("libero_spatial_ppo_dexbotic_pi0"))
+    old = resolved(compose("libero_spatial_ppo_dexbotic_pi0"))
     new = OmegaConf.merge(old, {"runner": {"max_steps": 900, "save_interval": 10,
                                            "logger": {"logger_backends": ["wandb"]}}})
-    diff = runs.config_diff(old, new)
+    diff = config_diff(old, new)
     assert {k for k, _, _ in diff} == {"runner.max_steps", "runner.save_interval",
                                        "runner.logger.logger_backends"}
-    assert runs.unsafe_changes(diff) == []
+    assert unsafe_changes(diff) == []
 
 
 def test_manifest_records_versions_and_command(cwd: Path) -> None:
     run_dir = fake_run(cwd / "run", {})
-    manifest = json.loads((run_dir / runs.MANIFEST_FILE).read_text())
+    manifest = json.loads((run_dir / MANIFEST_FILE).read_text())
     assert manifest["command"] == ["dexrl", "train"] and manifest["smoke"] is True
     for dist in ("dexrl", "rlinf", "torch", "transformers", "mujoco"):
         assert manifest["versions"][dist], dist
@@ -222,8 +225,8 @@ def test_manifest_records_versions_and_command(cwd: Path) -> None:
 
 def test_wandb_run_id_is_kept_for_resume(cwd: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.delenv("WANDB_RUN_ID", raising=False)
-    first = runs.use_wandb_run_id(cwd)
-    assert runs.use_wandb_run_id(cwd) == first
+    first = use_wandb_run_id(cwd)
+    assert use_wandb_run_id(cwd) == first
     import os
 
     assert os.environ["WANDB_RUN_ID"] == first

@@ -5,8 +5,6 @@ from __future__ import annotations
 from collections.abc import Callable
 from pathlib import Path
 
-from dexrl import hub
-from dexrl.checks.checkpoint_dir import verify_checkpoint
 from dexrl.doctor.checkpoint_area import (
     GB,
     Provenance,
@@ -15,10 +13,12 @@ from dexrl.doctor.checkpoint_area import (
     free_bytes,
     read_provenance,
 )
+from dexrl.hub.manifest import MANIFEST_NAME, Manifest, write_manifest
+from dexrl.hub.verify import verify_checkpoint
 
 
-def manifest(files: dict[str, int]) -> hub.Manifest:
-    return hub.Manifest("Dexmal/libero-db-pi0", "model", "main", "a" * 40,
+def manifest(files: dict[str, int]) -> Manifest:
+    return Manifest("Dexmal/libero-db-pi0", "model", "main", "a" * 40,
                         "https://huggingface.co", "2026-01-01T00:00:00+00:00", "dexbotic_pi0",
                         True, ["files"], files)
 
@@ -48,7 +48,7 @@ def test_wrong_model_type_fails(tiny_pi0_dir: Path) -> None:
 def test_files_changed_since_download(tiny_pi0_copy: Callable[[], Path]) -> None:
     path = tiny_pi0_copy()
     sizes = {p.name: p.stat().st_size for p in path.iterdir() if p.is_file()}
-    hub.write_manifest(path, manifest(sizes))
+    write_manifest(path, manifest(sizes))
     assert read_provenance(path).changed == ()
     ok_row = check_files(verify_checkpoint(path), read_provenance(path))
     assert ok_row.status == "ok" and "Dexmal/libero-db-pi0@main" in ok_row.finding
@@ -62,7 +62,7 @@ def test_files_changed_since_download(tiny_pi0_copy: Callable[[], Path]) -> None
 
 def test_unreadable_manifest_warns(tiny_pi0_copy: Callable[[], Path]) -> None:
     path = tiny_pi0_copy()
-    (path / hub.MANIFEST_NAME).write_text("{")
+    (path / MANIFEST_NAME).write_text("{")
     row = check_files(verify_checkpoint(path), read_provenance(path))
     assert row.status == "warn"
     assert "unreadable download manifest" in row.finding

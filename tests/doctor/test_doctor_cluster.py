@@ -7,13 +7,12 @@ import socket
 import pytest
 from omegaconf import OmegaConf
 
+from dexrl.bridge.nodes import OtherRay, check_address
 from dexrl.doctor.cluster import (
     ENV_PROCESS_BYTES,
     GB,
     NodeFacts,
-    OtherRay,
     RayFacts,
-    check_address,
     check_node_ranks,
     check_nodes,
     check_other_ray,
@@ -131,19 +130,23 @@ def test_unreachable_address_is_bad_input() -> None:
     with socket.socket() as sock:
         sock.bind(("127.0.0.1", 0))
         port = sock.getsockname()[1]
-    with pytest.raises(DexrlError, match="cannot reach the Ray cluster at 127.0.0.1"):
+    with pytest.raises(DexrlError, match="cannot reach the Ray cluster at 127.0.0.1") as err:
         check_address(f"127.0.0.1:{port}", timeout=2)
+    assert err.value.code == "ray-unreachable"
     with pytest.raises(DexrlError):
         check_address("not-an-address", timeout=2)
 
 
+@pytest.mark.spawns
 def test_a_port_that_is_not_ray_is_bad_input_not_a_hang() -> None:
     """ray.init waits forever on such a port; the check gives up after its timeout."""
     with socket.socket() as sock:
         sock.bind(("127.0.0.1", 0))
         sock.listen()
-        with pytest.raises(DexrlError, match="no working Ray cluster at .*no answer within 3 s"):
+        with pytest.raises(DexrlError,
+                           match="no working Ray cluster at .*no answer within 3 s") as err:
             check_address(f"127.0.0.1:{sock.getsockname()[1]}", timeout=2, connect_timeout=3)
+        assert err.value.code == "ray-not-working"
 
 
 def test_ray_that_does_not_start_is_a_fail_row(monkeypatch: pytest.MonkeyPatch) -> None:

@@ -84,6 +84,7 @@ def test_device_ids_follow_cuda_visible_devices() -> None:
     assert facts(gpus=gpus(2), visible=None).device_ids() == ["0", "1"]
 
 
+@pytest.mark.spawns
 def test_real_probe_on_this_machine_fails_clearly_without_a_gpu() -> None:
     real = probe_cuda(timeout=120)
     if real.available:
@@ -96,7 +97,7 @@ def test_real_probe_on_this_machine_fails_clearly_without_a_gpu() -> None:
 def test_a_hung_cuda_probe_is_a_fail_row(monkeypatch: pytest.MonkeyPatch) -> None:
     from dexrl.doctor import cuda
     from dexrl.doctor.context import Budget, Context
-    from dexrl.doctor.subproc import ProbeError
+    from dexrl.subproc import ProbeError
 
     def hang(_timeout: float) -> CudaFacts:
         raise ProbeError("no answer within 90 s (killed)")

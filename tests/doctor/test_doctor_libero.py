@@ -15,7 +15,7 @@ from dexrl.doctor.libero import (
     check_import,
     read_config,
 )
-from dexrl.doctor.subproc import ProbeError, run_probe
+from dexrl.subproc import ProbeError, run_probe
 
 
 @pytest.fixture
@@ -46,6 +46,7 @@ def test_import_paths() -> None:
     assert "rlinf-libero==0.1.3" in broken.fix
 
 
+@pytest.mark.spawns
 def test_a_prompting_import_fails_fast_instead_of_hanging(tmp_path: Path) -> None:
     """stdin is closed for probes: a LIBERO that asks a question gets EOFError at once."""
     (tmp_path / "asks.py").write_text("def ask():\n    input('Where is the dataset? ')\n")
@@ -117,6 +118,7 @@ def test_read_config_uses_libero_config_path(monkeypatch: pytest.MonkeyPatch, tm
     assert read_config().error == "not a mapping"
 
 
+@pytest.mark.spawns
 def test_real_import_here() -> None:
     result = run_probe("dexrl.doctor.libero:import_libero", timeout=120)
     assert check_import(result, None).status == "ok"

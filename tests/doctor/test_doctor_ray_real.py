@@ -13,15 +13,17 @@ from pathlib import Path
 
 import pytest
 
+from dexrl.bridge.nodes import check_address
 from dexrl.doctor.cluster import (
     RayFacts,
-    check_address,
     check_nodes,
     check_shm,
     probe_nodes,
     start_ray,
 )
 from dexrl.doctor.extension import check_roundtrip, probe_roundtrip
+
+pytestmark = pytest.mark.spawns  # Ray: one private instance for the module
 
 
 @pytest.fixture(scope="module")

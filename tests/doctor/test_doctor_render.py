@@ -124,6 +124,7 @@ def test_render_env_mirrors_rlinf_for_a_gpu_worker() -> None:
     assert render_env("osmesa", None) == {"MUJOCO_GL": "osmesa"}
 
 
+@pytest.mark.spawns
 def test_real_egl_render_here() -> None:
     """This machine renders with EGL (Mesa llvmpipe, no GPU): a real render, timed."""
     attempt = attempt_render("egl", None, timeout=120)
@@ -133,6 +134,7 @@ def test_real_egl_render_here() -> None:
     assert check_offscreen([attempt], 0, False).status in ("ok", "warn")
 
 
+@pytest.mark.spawns
 def test_real_osmesa_render_here() -> None:
     attempt = attempt_render("osmesa", None, timeout=120)
     result = check_offscreen([attempt], 0, False)
@@ -143,6 +145,7 @@ def test_real_osmesa_render_here() -> None:
         assert "libOSMesa is not installed" in result.finding
 
 
+@pytest.mark.spawns
 def test_real_egl_device_out_of_range_fails() -> None:
     """RLinf's variables for GPU 63 on a machine whose EGL has fewer devices."""
     attempt = attempt_render("egl", "63", timeout=120)

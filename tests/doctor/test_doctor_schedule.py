@@ -7,10 +7,10 @@ from collections.abc import Iterator
 
 import pytest
 
-from dexrl.checks import Finding
 from dexrl.doctor import CheckResult, fail, guarded, ok, skip, warn
 from dexrl.doctor.context import Budget, BudgetExhausted, Context
 from dexrl.doctor.schedule import Area, areas, check_config, run_area, run_doctor
+from dexrl.errors import Finding
 
 
 def ctx(budget: float = 60.0) -> Context:
@@ -104,8 +104,9 @@ def test_config_row() -> None:
     assert check_config("cfg", []).status == "ok"
 
 
+@pytest.mark.spawns
 def test_a_config_that_renders_nothing_skips_the_render_and_libero_areas() -> None:
-    from dexrl.config import compose
+    from dexrl.config.compose import compose
 
     by_name = {a.name: a for a in areas(None)}
     reach = Context(Budget(60), cfg=compose("reach_ppo_dexbotic_pi0"),

@@ -19,7 +19,7 @@ from dexrl.doctor.serializer import (
     probe_serializer,
     roundtrip,
 )
-from dexrl.doctor.subproc import ProbeError
+from dexrl.subproc import ProbeError
 
 PYARROW_26_ON_NUMPY_1 = "pyarrow requires NumPy 2.0 or newer, found 1.26.4"
 

@@ -7,7 +7,9 @@ from pathlib import Path
 
 import pytest
 
-from dexrl.doctor.subproc import ProbeError, run_probe
+from dexrl.subproc import ProbeError, run_probe
+
+pytestmark = pytest.mark.spawns  # every case runs a child interpreter
 
 TARGETS = '''
 import os, time

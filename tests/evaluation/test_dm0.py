@@ -16,8 +16,9 @@ from dexrl.models import load_policy
 
 @pytest.fixture(scope="module")
 def dm0_run(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    from rlinf_run import write_tiny_rlinf_run
+
     from dexrl.testing.dm0 import write_tiny_dm0
-    from dexrl.testing.rlinf_run import write_tiny_rlinf_run
 
     root = tmp_path_factory.mktemp("dm0")
     base = write_tiny_dm0(root / "base")
@@ -47,7 +48,7 @@ def test_dm0_defaults(dm0_run: Path) -> None:
 
 def test_fixture_keys_equal_what_the_rlinf_dm0_adapter_saves(dm0_run: Path) -> None:
     from dexrl.bridge.dm0_policy import build
-    from dexrl.config import compose
+    from dexrl.config.compose import compose
     from dexrl.evaluation.sources import read_training_weights
 
     source = resolve_checkpoint(dm0_run)

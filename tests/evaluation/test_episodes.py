@@ -50,7 +50,9 @@ def test_seeds_depend_only_on_seed_task_and_trial() -> None:
 def test_plan_refuses_more_episodes_than_initial_states() -> None:
     with pytest.raises(DexrlError, match="only 50 initial states") as err:
         plan_episodes([0], 51, {0: 50}, seed=0)
+    assert err.value.code == "eval-too-many-episodes"
     assert "--episodes-per-task 50" in err.value.hint
     with pytest.raises(DexrlError, match="is 0") as err:
         plan_episodes([0], 0, {0: 50}, seed=0)
+    assert err.value.code == "eval-episodes-per-task-invalid"
     assert err.value.hint == "use at least 1"

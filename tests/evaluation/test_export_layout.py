@@ -12,19 +12,20 @@ import torch
 from safetensors import safe_open
 from safetensors.torch import load_file
 
-from dexrl.durable import write_json
 from dexrl.errors import DexrlError
 from dexrl.evaluation.episode_loop import EpisodeResult
 from dexrl.evaluation.export import export_checkpoint, push_to_hub
 from dexrl.evaluation.results import build_results
 from dexrl.evaluation.sources import WEIGHTS_IN_STEP, load_eval_policy, resolve_checkpoint
 from dexrl.models import load_policy
+from dexrl.runs.durable import write_json
 
 
 @pytest.fixture(scope="module")
 def extras_run(tmp_path_factory: pytest.TempPathFactory) -> Path:
     """A run whose base checkpoint carries the unused tensors real Dexbotic files hold."""
-    from dexrl.testing.rlinf_run import write_tiny_rlinf_run
+    from rlinf_run import write_tiny_rlinf_run
+
     from dexrl.testing.tiny_pi0 import write_tiny_pi0
 
     root = tmp_path_factory.mktemp("extras")
@@ -82,7 +83,8 @@ def test_value_head_kept_beside_the_model(tiny_run: Path, tmp_path: Path) -> Non
 
 
 def test_float32_training_of_a_bf16_base_keeps_float32(tmp_path: Path) -> None:
-    from dexrl.testing.rlinf_run import write_tiny_rlinf_run
+    from rlinf_run import write_tiny_rlinf_run
+
     from dexrl.testing.tiny_pi0 import write_tiny_pi0
 
     base = write_tiny_pi0(tmp_path / "base", dtype=torch.bfloat16)
@@ -102,16 +104,18 @@ def test_out_folder_guard(tiny_run: Path, tmp_path: Path) -> None:
     source = resolve_checkpoint(tiny_run)
     out = tmp_path / "out"
     export_checkpoint(source, out)
-    with pytest.raises(DexrlError, match="not empty") as err:
+    with pytest.raises(DexrlError) as err:
         export_checkpoint(source, out)
+    assert err.value.code == "export-out-not-empty"
     assert "--overwrite" in err.value.hint
     export_checkpoint(source, out, overwrite=True, keep_value_head=True)
     assert (out / "value_head.safetensors").is_file()
     foreign = tmp_path / "home"
     foreign.mkdir()
     (foreign / "thesis.tex").write_text("precious")
-    with pytest.raises(DexrlError, match="not a dexrl export"):
+    with pytest.raises(DexrlError) as err:
         export_checkpoint(source, foreign, overwrite=True)
+    assert err.value.code == "export-out-foreign-files"
     assert (foreign / "thesis.tex").read_text() == "precious"
 
 
@@ -121,15 +125,17 @@ def test_failed_export_writes_nothing(tiny_run: Path, tmp_path: Path) -> None:
     state = torch.load(weights, weights_only=True)
     state["model.llm.layers.0.mlp.up_proj.weight"] = torch.zeros(3, 3)
     torch.save(state, weights)
-    with pytest.raises(DexrlError, match="do not match the base") as err:
+    with pytest.raises(DexrlError) as err:
         export_checkpoint(resolve_checkpoint(run), tmp_path / "out")
+    assert err.value.code == "base-weights-mismatch"
     assert any("up_proj" in d for d in err.value.details)
     assert sorted(p.name for p in tmp_path.iterdir()) == ["run"]
 
 
 def test_dexbotic_checkpoint_is_refused(tiny_pi0_dir: Path, tmp_path: Path) -> None:
-    with pytest.raises(DexrlError, match="already a Dexbotic checkpoint"):
+    with pytest.raises(DexrlError) as err:
         export_checkpoint(resolve_checkpoint(tiny_pi0_dir), tmp_path / "out")
+    assert err.value.code == "export-already-dexbotic"
 
 
 def results_for(source_path: str, step: int, run_dir: Path, rate_ok: int) -> dict:
@@ -196,7 +202,9 @@ def test_push_to_hub_errors_are_dexrl_errors(tmp_path: Path) -> None:
             response.status_code = 401
             raise HfHubHTTPError("401 Client Error", response=response)
 
-    with pytest.raises(DexrlError, match="refused"):
+    with pytest.raises(DexrlError) as err:
         push_to_hub(tmp_path, "me/x", api=Refusing(tmp_path))
-    with pytest.raises(DexrlError, match="not a Hugging Face repo id"):
+    assert err.value.code == "hub-auth-refused"
+    with pytest.raises(DexrlError) as err:
         push_to_hub(tmp_path, "not a repo", api=LocalHub(tmp_path))
+    assert err.value.code == "hub-repo-id-invalid"

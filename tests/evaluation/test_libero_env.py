@@ -5,7 +5,7 @@ from __future__ import annotations
 import pytest
 import torch
 
-from dexrl.libero_assets import is_asset_tree, libero_assets_dir
+from dexrl.hub.libero_assets import is_asset_tree, libero_assets_dir
 from dexrl.vec_env import Episode
 
 pytestmark = [

@@ -6,10 +6,10 @@ from pathlib import Path
 
 import pytest
 
-from dexrl import durable
 from dexrl.errors import DexrlError
 from dexrl.evaluation import results as res
 from dexrl.evaluation.episode_loop import EpisodeResult
+from dexrl.runs import durable
 
 LANGUAGES = {0: "open the drawer", 3: "pick up the bowl"}
 
@@ -76,29 +76,33 @@ def test_out_dir_guard(tmp_path: Path) -> None:
     assert res.check_out_dir(tmp_path, overwrite=False) == []  # unrelated files are fine
     (tmp_path / "progress.jsonl").write_text("{}")
     (tmp_path / "videos").mkdir()
-    with pytest.raises(DexrlError, match="already holds another evaluation") as err:
+    with pytest.raises(DexrlError) as err:
         res.check_out_dir(tmp_path, overwrite=False)
+    assert err.value.code == "eval-out-not-empty"
     assert "--overwrite" in err.value.hint
     stale = res.check_out_dir(tmp_path, overwrite=True)
     res.claim_out_dir(tmp_path, stale)
     assert sorted(p.name for p in tmp_path.iterdir()) == ["notes.txt"]
     (tmp_path / "file").write_text("x")
-    with pytest.raises(DexrlError, match="is a file"):
+    with pytest.raises(DexrlError) as err:
         res.check_out_dir(tmp_path / "file", overwrite=True)
+    assert err.value.code == "eval-out-is-a-file"
 
 
 @pytest.mark.parametrize(
-    ("content", "message"),
-    [(None, "not found"), ("{", "cannot read"), ('{"schema": "other"}', "not a dexrl eval"),
-     ('{"schema": "dexrl-eval-results", "schema_version": 99}', "newer than"),
-     ('{"schema": "dexrl-eval-results", "schema_version": 1, "suite": "x"}', "lacks config")],
+    ("content", "code"),
+    [(None, "results-not-found"), ("{", "results-unreadable"),
+     ('{"schema": "other"}', "results-wrong-schema"),
+     ('{"schema": "dexrl-eval-results", "schema_version": 99}', "results-schema-too-new"),
+     ('{"schema": "dexrl-eval-results", "schema_version": 1, "suite": "x"}', "results-incomplete")],
 )
-def test_load_results_rejects(tmp_path: Path, content: str | None, message: str) -> None:
+def test_load_results_rejects(tmp_path: Path, content: str | None, code: str) -> None:
     path = tmp_path / "results.json"
     if content is not None:
         path.write_text(content)
-    with pytest.raises(DexrlError, match=message):
+    with pytest.raises(DexrlError) as err:
         res.load_results(path)
+    assert err.value.code == code
 
 
 def test_compare_pairs_shared_episodes_with_mcnemar() -> None:
@@ -122,7 +126,9 @@ def test_compare_pairs_shared_episodes_with_mcnemar() -> None:
 
 def test_compare_refuses_other_suites_and_disjoint_runs() -> None:
     mine = make({(0, 0): True})
-    with pytest.raises(DexrlError, match="libero_goal"):
+    with pytest.raises(DexrlError, match="libero_goal") as err:
         res.compare(mine, make({(0, 0): True}, suite="libero_goal"), "o.json")
-    with pytest.raises(DexrlError, match="share no"):
+    assert err.value.code == "compare-suite-mismatch"
+    with pytest.raises(DexrlError) as err:
         res.compare(mine, make({(3, 0): True}), "o.json")
+    assert err.value.code == "compare-no-shared-episodes"

@@ -10,7 +10,6 @@ import pytest
 import torch
 from omegaconf import OmegaConf
 
-from dexrl import runs
 from dexrl.errors import DexrlError
 from dexrl.evaluation.sources import (
     WEIGHTS_IN_STEP,
@@ -18,6 +17,7 @@ from dexrl.evaluation.sources import (
     read_training_weights,
     resolve_checkpoint,
 )
+from dexrl.runs.checkpoints import mark_complete, pick_checkpoint
 
 
 def forms(run: Path) -> list[Path]:
@@ -48,15 +48,17 @@ def test_run_dir_picks_the_latest_complete_step_as_resume_does(tiny_run: Path,
         (step_dir / WEIGHTS_IN_STEP).parent.mkdir(parents=True)
         shutil.copy(run / "checkpoints/global_step_2" / WEIGHTS_IN_STEP, step_dir / WEIGHTS_IN_STEP)
         if complete:
-            runs.mark_complete(step_dir, step)
+            mark_complete(step_dir, step)
     source = resolve_checkpoint(run)
-    assert source.step == 10 == runs.pick_checkpoint(run).step
+    assert source.step == 10 == pick_checkpoint(run).step
     assert any("global_step_12 is incomplete" in n for n in source.notes)
     with pytest.raises(DexrlError, match="checkpoint at step 12 is incomplete") as err:
         resolve_checkpoint(run / "checkpoints" / "global_step_12")
+    assert err.value.code == "checkpoint-incomplete"
     assert "2, 10" in err.value.hint
-    with pytest.raises(DexrlError, match="incomplete"):
+    with pytest.raises(DexrlError) as err:
         resolve_checkpoint(run / "checkpoints" / "global_step_12" / WEIGHTS_IN_STEP)
+    assert err.value.code == "checkpoint-incomplete"
 
 
 def test_dexbotic_dir(tiny_pi0_dir: Path) -> None:
@@ -93,23 +95,26 @@ def test_base_override_and_missing_base(tiny_run: Path, tiny_pi0_dir: Path,
     cfg = OmegaConf.load(run / "config.yaml")
     cfg.actor.model.model_path = str(tmp_path / "gone")
     OmegaConf.save(cfg, run / "config.yaml")
-    with pytest.raises(DexrlError, match="does not exist on this machine") as err:
+    with pytest.raises(DexrlError) as err:
         resolve_checkpoint(run)
+    assert err.value.code == "base-not-on-machine"
     assert "--base" in err.value.hint
     source = resolve_checkpoint(run, base=tiny_pi0_dir)
     assert (source.model_dir, source.base_from) == (tiny_pi0_dir.resolve(), "--base")
     cfg.actor.model.model_path = "${oc.env:DEXRL_NO_SUCH_VARIABLE}"
     OmegaConf.save(cfg, run / "config.yaml")
-    with pytest.raises(DexrlError, match="does not resolve"):
+    with pytest.raises(DexrlError) as err:
         resolve_checkpoint(run)
+    assert err.value.code == "base-path-unresolvable"
 
 
 def test_loose_weights_file_needs_base(tiny_run: Path, tiny_pi0_dir: Path,
                                        tmp_path: Path) -> None:
     loose = Path(shutil.copy(tiny_run / "checkpoints/global_step_2" / WEIGHTS_IN_STEP,
                              tmp_path / "full_weights.pt"))
-    with pytest.raises(DexrlError, match="cannot find the base checkpoint"):
+    with pytest.raises(DexrlError) as err:
         resolve_checkpoint(loose)
+    assert err.value.code == "base-not-found"
     source = resolve_checkpoint(loose, base=tiny_pi0_dir)
     assert (source.form, source.run_dir, source.step, source.training) == ("rlinf", None, None,
                                                                            None)
@@ -120,17 +125,19 @@ def test_model_type_mismatch(tiny_run: Path, tmp_path: Path) -> None:
     cfg = OmegaConf.load(run / "config.yaml")
     cfg.actor.model.model_type = "dexbotic_dm0"
     OmegaConf.save(cfg, run / "config.yaml")
-    with pytest.raises(DexrlError, match="trained model_type dexbotic_dm0"):
+    with pytest.raises(DexrlError, match="trained model_type dexbotic_dm0") as err:
         resolve_checkpoint(run)
+    assert err.value.code == "base-model-type-mismatch"
 
 
 @pytest.mark.parametrize(
-    ("setup", "message"),
-    [("missing", "does not exist"), ("empty", "not a checkpoint"),
-     ("no_weights", "has no full weights"), ("corrupt", "cannot read training"),
-     ("not_tensors", "not a flat state dict"), ("foreign_file", "expected RLinf's")],
+    ("setup", "code"),
+    [("missing", "checkpoint-not-found"), ("empty", "checkpoint-unrecognized"),
+     ("no_weights", "checkpoint-no-full-weights"), ("corrupt", "checkpoint-weights-unreadable"),
+     ("not_tensors", "checkpoint-weights-invalid"),
+     ("foreign_file", "checkpoint-not-weights-file")],
 )
-def test_bad_checkpoints(tiny_run: Path, tmp_path: Path, setup: str, message: str) -> None:
+def test_bad_checkpoints(tiny_run: Path, tmp_path: Path, setup: str, code: str) -> None:
     run = Path(shutil.copytree(tiny_run, tmp_path / "run"))
     weights = run / "checkpoints/global_step_2" / WEIGHTS_IN_STEP
     target = run
@@ -148,8 +155,9 @@ def test_bad_checkpoints(tiny_run: Path, tmp_path: Path, setup: str, message: st
     else:
         target = tmp_path / "model.txt"
         target.write_text("x")
-    with pytest.raises(DexrlError, match=message):
+    with pytest.raises(DexrlError) as err:
         load_eval_policy(resolve_checkpoint(target), "cpu")
+    assert err.value.code == code
 
 
 def test_training_weights_that_do_not_fit_the_network(tiny_run: Path, tmp_path: Path) -> None:
@@ -159,8 +167,9 @@ def test_training_weights_that_do_not_fit_the_network(tiny_run: Path, tmp_path: 
     state["model.extra.weight"] = torch.zeros(2)
     del state["model.action_out_proj.bias"]
     torch.save(state, weights)
-    with pytest.raises(DexrlError, match="do not match") as err:
+    with pytest.raises(DexrlError) as err:
         load_eval_policy(resolve_checkpoint(run), "cpu")
+    assert err.value.code == "model-weights-mismatch"
     assert any("model.extra.weight" in d for d in err.value.details)
     assert any("model.action_out_proj.bias" in d for d in err.value.details)
 
@@ -169,7 +178,7 @@ def test_fixture_keys_equal_what_the_rlinf_adapter_saves(tiny_run: Path,
                                                          tiny_pi0_dir: Path) -> None:
     """RLinf saves the adapter's own state dict; its names must be what eval/export read."""
     from dexrl.bridge.pi0_policy import build
-    from dexrl.config import compose
+    from dexrl.config.compose import compose
 
     cfg = compose("libero_spatial_ppo_dexbotic_pi0",
                   ["+smoke=cpu", f"actor.model.model_path={tiny_pi0_dir}"])

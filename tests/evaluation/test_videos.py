@@ -43,8 +43,9 @@ def test_failures_drops_successes_and_none_records_nothing(tmp_path: Path) -> No
         "task00_trial01_failure.mp4"]
     assert record(VideoRecorder(tmp_path / "n", "none"), 0, 0, False) is None
     assert not (tmp_path / "n").exists()
-    with pytest.raises(DexrlError, match="unknown video mode"):
+    with pytest.raises(DexrlError) as err:
         VideoRecorder(tmp_path, "best")
+    assert err.value.code == "eval-video-mode-unknown"
 
 
 def test_gallery(tmp_path: Path) -> None:

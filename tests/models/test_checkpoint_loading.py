@@ -97,6 +97,7 @@ def test_missing_shard_names_the_index(tmp_path: Path) -> None:
     (ckpt / "model-00002-of-00002.safetensors").unlink()
     error = _load_error(ckpt)
     assert error.where == str(ckpt / "model.safetensors.index.json")
+    assert error.code == "model-weights-shards-missing"
     assert "model-00002-of-00002.safetensors" in error.message
 
 
@@ -120,6 +121,7 @@ def test_projector_type_mismatch_is_reported(tiny_pi0_copy: Copy) -> None:
     ckpt = tiny_pi0_copy()
     _edit_config(ckpt, lambda c: c.update(mm_projector_type="linear"))
     error = _load_error(ckpt)
+    assert error.code == "model-projector-mismatch"
     assert "'linear'" in error.message and "mlp2x_gelu" in error.message
     assert error.where == str(ckpt / "config.json")
 
@@ -136,7 +138,9 @@ def test_linear_projectors_load_and_run(tmp_path: Path, projector: str) -> None:
 def test_absent_projector_type_with_linear_weights_fails(tmp_path: Path) -> None:
     ckpt = write_tiny_pi0(tmp_path / "linear", seed=0, projector="linear")
     _edit_config(ckpt, lambda c: c.pop("mm_projector_type"))
-    message = _load_error(ckpt).message
+    error = _load_error(ckpt)
+    message = error.message
+    assert error.code == "model-projector-mismatch"
     assert "no mm_projector_type (Dexbotic default 'mlp2x_gelu')" in message
     assert "weights hold linear" in message
 
@@ -146,7 +150,7 @@ def test_corrupt_safetensors_names_the_file(tiny_pi0_copy: Copy) -> None:
     path = ckpt / "model.safetensors"
     path.write_bytes(path.read_bytes()[:200])
     error = _load_error(ckpt)
-    assert error.where == str(path) and "download it again" in error.hint
+    assert error.where == str(path) and error.code == "model-weights-unreadable"
 
 
 @pytest.mark.parametrize("content", [b"", b"not a safetensors file at all"])
@@ -168,39 +172,42 @@ def test_missing_side_files_name_the_file(tiny_pi0_copy: Copy, name: str) -> Non
 def test_missing_weights_and_config(tiny_pi0_copy: Copy) -> None:
     ckpt = tiny_pi0_copy()
     (ckpt / "model.safetensors").unlink()
-    assert "no weights found" in _load_error(ckpt).message
+    assert _load_error(ckpt).code == "model-weights-missing"
     (ckpt / "config.json").unlink()
     error = _load_error(ckpt)
-    assert error.where == str(ckpt / "config.json") and "missing" in error.message
+    assert error.where == str(ckpt / "config.json") and error.code == "model-file-missing"
 
 
 def test_wrong_model_type(tiny_pi0_copy: Copy) -> None:
     ckpt = tiny_pi0_copy()
     _edit_config(ckpt, lambda c: c.update(model_type="paligemma"))
-    assert "expected 'dexbotic_pi0'" in _load_error(ckpt).message
-    with pytest.raises(DexrlError, match="'paligemma' is not supported"):
+    assert _load_error(ckpt).code == "model-type-mismatch"
+    with pytest.raises(DexrlError, match="'paligemma' is not supported") as err:
         load_policy(ckpt)
+    assert err.value.code == "model-type-unsupported"
 
 
 def test_dm0_model_type_goes_to_the_dm0_loader(tiny_pi0_copy: Copy) -> None:
     ckpt = tiny_pi0_copy()
     _edit_config(ckpt, lambda c: c.update(model_type="dexbotic_dm0"))
-    with pytest.raises(DexrlError, match="'llm_config.model_type' is 'gemma', expected 'qwen3'"):
+    with pytest.raises(DexrlError,
+                       match="'llm_config.model_type' is 'gemma', expected 'qwen3'") as err:
         load_policy(ckpt)
+    assert err.value.code == "model-config-invalid"
 
 
 def test_towers_that_cannot_share_attention(tiny_pi0_copy: Copy) -> None:
     ckpt = tiny_pi0_copy()
     _edit_config(ckpt, lambda c: c["action_config"].update(num_hidden_layers=3))
     error = _load_error(ckpt)
-    assert "cannot share attention" in error.message
+    assert error.code == "model-towers-mismatch"
     assert error.details == ["num_hidden_layers: llm 2 vs expert 3"]
 
 
 def test_sub_config_given_as_string_is_rejected(tiny_pi0_copy: Copy) -> None:
     ckpt = tiny_pi0_copy()
     _edit_config(ckpt, lambda c: c.update(vision_config="google/siglip-so400m-patch14-224"))
-    assert "'vision_config' must be a nested config object" in _load_error(ckpt).message
+    assert _load_error(ckpt).code == "model-config-invalid"
 
 
 def test_foreign_processor_path_is_ignored(tiny_pi0_dir: Path) -> None:

@@ -96,8 +96,9 @@ def test_quantile_mode_is_explicit(tiny_dm0_dir: Path, policy: Dm0Policy) -> Non
     torch.testing.assert_close(out["actions"][..., 6], delta[..., 6])
     mean_std = policy.predict(obs, noise=_noise(), num_steps=2)
     assert not torch.allclose(out["actions"], mean_std["actions"])
-    with pytest.raises(DexrlError, match="unknown norm_mode 'minmax'"):
+    with pytest.raises(DexrlError, match="unknown norm_mode 'minmax'") as err:
         load_policy(tiny_dm0_dir, norm_mode="minmax")
+    assert err.value.code == "norm-mode-unknown"
 
 
 def test_bf16_policy_predicts(tiny_dm0_dir: Path) -> None:

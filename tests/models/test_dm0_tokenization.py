@@ -116,16 +116,20 @@ def _edited_config(tokenizer_dir: Path, tmp_path: Path, **changes) -> Path:
 
 def test_bad_tokenizer_config(tokenizer_dir: Path, tmp_path: Path) -> None:
     wrong = _edited_config(tokenizer_dir, tmp_path / "a", tokenizer_class="GemmaTokenizer")
-    with pytest.raises(DexrlError, match="tokenizer_class is 'GemmaTokenizer'"):
+    with pytest.raises(DexrlError, match="tokenizer_class is 'GemmaTokenizer'") as err:
         Dm0PromptTokenizer.from_checkpoint(wrong)
+    assert err.value.code == "tokenizer-class-unsupported"
     unset = _edited_config(tokenizer_dir, tmp_path / "b", model_max_length=int(1e30))
-    with pytest.raises(DexrlError, match="model_max_length") as info:
+    with pytest.raises(DexrlError) as info:
         Dm0PromptTokenizer.from_checkpoint(unset)
+    assert info.value.code == "tokenizer-max-length-invalid"
     assert info.value.where == str(unset / "tokenizer_config.json")
     no_pad = _edited_config(tokenizer_dir, tmp_path / "d", pad_token=None)
-    with pytest.raises(DexrlError, match="no pad token"):
+    with pytest.raises(DexrlError) as err:
         Dm0PromptTokenizer.from_checkpoint(no_pad)
+    assert err.value.code == "tokenizer-special-tokens"
     corrupt = _edited_config(tokenizer_dir, tmp_path / "c")
     (corrupt / "vocab.json").write_text("{not json")
-    with pytest.raises(DexrlError, match="cannot load the Qwen2 tokenizer"):
+    with pytest.raises(DexrlError) as err:
         Dm0PromptTokenizer.from_checkpoint(corrupt)
+    assert err.value.code == "tokenizer-unreadable"

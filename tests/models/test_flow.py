@@ -152,8 +152,9 @@ def test_cps_moments_formula() -> None:
 
 def test_unknown_method_is_a_user_error() -> None:
     x, v = _xv()
-    with pytest.raises(DexrlError, match="flow_noise"):
+    with pytest.raises(DexrlError, match="flow_noise") as err:
         step_moments(x, v, 1.0, 0.25, "flow_noise")  # type: ignore[arg-type]
+    assert err.value.code == "policy-noise-method-unknown"
 
 
 def test_logprob_matches_torch_normal_and_is_zero_without_noise() -> None:

@@ -6,7 +6,9 @@ import json
 from pathlib import Path
 
 import pytest
+import sentencepiece
 import torch
+import transformers
 
 from dexrl.errors import DexrlError
 from dexrl.models.pi0.tokenization import Pi0PromptTokenizer, clean_prompt_pi0
@@ -34,7 +36,6 @@ def test_clean_prompt() -> None:
 
 
 def test_matches_slow_gemma_tokenizer(checkpoint: Path) -> None:
-    transformers = pytest.importorskip("transformers")
     gemma = transformers.AutoTokenizer.from_pretrained(checkpoint, use_fast=False)
     assert type(gemma).__name__ == "GemmaTokenizer"
     ours = Pi0PromptTokenizer.from_checkpoint(checkpoint)
@@ -73,18 +74,22 @@ def test_layout_truncation_and_padding(checkpoint: Path) -> None:
 
 
 def test_missing_and_bad_files(tmp_path: Path, checkpoint: Path) -> None:
-    with pytest.raises(DexrlError, match="tokenizer_config.json not found"):
+    with pytest.raises(DexrlError, match="tokenizer_config.json not found") as err:
         Pi0PromptTokenizer.from_checkpoint(tmp_path)
+    assert err.value.code == "tokenizer-missing"
     (tmp_path / "tokenizer_config.json").write_text(json.dumps({"model_max_length": 1e30}))
-    with pytest.raises(DexrlError, match="model_max_length") as info:
+    with pytest.raises(DexrlError) as info:
         Pi0PromptTokenizer.from_checkpoint(tmp_path)
+    assert info.value.code == "tokenizer-max-length-invalid"
     assert info.value.where.endswith("tokenizer_config.json") and "48" in info.value.hint
     (tmp_path / "tokenizer_config.json").write_text(json.dumps({"model_max_length": 48}))
-    with pytest.raises(DexrlError, match="tokenizer.model not found"):
+    with pytest.raises(DexrlError, match="tokenizer.model not found") as err:
         Pi0PromptTokenizer.from_checkpoint(tmp_path)
+    assert err.value.code == "tokenizer-missing"
     (tmp_path / "tokenizer.model").write_bytes(b"not a model")
-    with pytest.raises(DexrlError, match="not a SentencePiece model"):
+    with pytest.raises(DexrlError) as err:
         Pi0PromptTokenizer.from_checkpoint(tmp_path)
+    assert err.value.code == "tokenizer-unreadable"
 
 
 def test_single_string_is_rejected(checkpoint: Path) -> None:
@@ -93,13 +98,13 @@ def test_single_string_is_rejected(checkpoint: Path) -> None:
 
 
 def test_tokenizer_without_gemma_pad_id_is_rejected(tmp_path: Path) -> None:
-    sentencepiece = pytest.importorskip("sentencepiece")
     sentencepiece.SentencePieceTrainer.train(  # default ids: unk 0, bos 1, eos 2, no pad
         sentence_iterator=iter(PROMPTS[:3] * 20), model_prefix=str(tmp_path / "tokenizer"),
         vocab_size=40, hard_vocab_limit=False, minloglevel=2,
     )
-    with pytest.raises(DexrlError, match="pad id -1"):
+    with pytest.raises(DexrlError, match="pad id -1") as err:
         Pi0PromptTokenizer(tmp_path / "tokenizer.model", 16)
+    assert err.value.code == "tokenizer-special-tokens"
 
 
 def test_tiny_tokenizer_files_are_deterministic_with_gemma_ids(tmp_path: Path) -> None:

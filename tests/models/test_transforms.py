@@ -102,20 +102,24 @@ def test_too_long_and_missing_files(tmp_path: Path) -> None:
     path = tmp_path / "norm_stats.json"
     path.write_text(json.dumps({"state": {"mean": [0] * 33, "std": [1] * 33},
                                 "action": {"mean": [0], "std": [1]}}))
-    with pytest.raises(DexrlError, match="1..32"):
+    with pytest.raises(DexrlError, match="1..32") as err:
         NormStats.from_file(path)
-    with pytest.raises(DexrlError, match="not found") as info:
+    assert err.value.code == "norm-stats-invalid"
+    with pytest.raises(DexrlError) as info:
         NormStats.from_file(tmp_path / "missing" / "norm_stats.json")
+    assert info.value.code == "norm-stats-missing"
     assert "missing" in info.value.where
 
 
 def test_quantile_mode_needs_quantiles_and_modes_are_checked() -> None:
     stats = NormStats.from_mapping({"state": {"mean": [0], "std": [1]},
                                     "action": {"mean": [0], "std": [1]}})
-    with pytest.raises(DexrlError, match="quantile"):
+    with pytest.raises(DexrlError) as err:
         normalize(torch.zeros(1, 32), stats.state, "quantile")
-    with pytest.raises(DexrlError, match="unknown norm_mode"):
+    assert err.value.code == "norm-stats-no-quantiles"
+    with pytest.raises(DexrlError) as err:
         normalize(torch.zeros(1, 32), stats.state, "minmax")  # type: ignore[arg-type]
+    assert err.value.code == "norm-mode-unknown"
 
 
 @pytest.mark.parametrize("mode", ["mean_std", "quantile"])

@@ -42,6 +42,7 @@ class Dm0Config(FlowConfig):
                 hint="the PE tower emits 4×width features, which only linear4x takes; set "
                 '"mm_projector_type": "linear4x" (as Dexbotic\'s DM0 checkpoints do)',
                 where=source,
+                code="model-projector-unsupported",
             )
         vision = _vision_config(data, source)
         return cls.from_parts(
@@ -56,6 +57,7 @@ def _vision_config(data: dict[str, Any], source: str) -> PeVisionConfig:
             f"mm_vision_tower is {tower!r}; DM0 supports only {VISION_TOWER!r}",
             hint=f'set "mm_vision_tower": "{VISION_TOWER}" (Dexbotic\'s DM0 vision tower)',
             where=source,
+            code="model-vision-tower-unsupported",
         )
     value = data.get("vision_config")
     if value is None:
@@ -67,6 +69,7 @@ def _vision_config(data: dict[str, Any], source: str) -> PeVisionConfig:
             hint="remove vision_config to use PE-Lang-L/14 @ 728, or give image_size, "
             "patch_size, width, layers, heads, mlp_ratio",
             where=source,
+            code="model-config-invalid",
         )
     try:
         return PeVisionConfig.from_dict(value)
@@ -75,4 +78,5 @@ def _vision_config(data: dict[str, Any], source: str) -> PeVisionConfig:
             f"invalid 'vision_config': {exc}",
             hint="fix vision_config in config.json, or remove it to use PE-Lang-L/14 @ 728",
             where=source,
+            code="model-config-invalid",
         ) from exc

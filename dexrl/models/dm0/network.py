@@ -1,12 +1,6 @@
 """Dexbotic DM0 network: PE vision tower + linear4x projector + Qwen3 LLM + Qwen3 action expert.
 
-Parameter names equal Dexbotic's checkpoint keys: ``model.llm.*`` (a Qwen3 model),
-``model.action_expert.model.*`` (the expert is a Qwen3 causal LM in Dexbotic; only its decoder is
-built here, its ``lm_head`` is never used), ``model.mm_vision_tower.vision_tower.*`` (see
-:mod:`dexrl.models.dm0.vision`), ``model.mm_projector.*`` and the action/time projections.
-Unlike π0: no state token, a fully causal prefix (images included), unscaled text embeddings,
-q/k RMSNorms in the shared attention (handled by :mod:`dexrl.models.flow.mot`), and a suffix of the
-action tokens only, bidirectional among themselves.
+Design notes: docs/design/models.md.
 """
 
 from __future__ import annotations

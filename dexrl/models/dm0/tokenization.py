@@ -54,10 +54,12 @@ class Dm0PromptTokenizer:
                 hint='set "model_max_length" in tokenizer_config.json (Dexbotic trains DM0 '
                 "with 200)",
                 where=where,
+                code="tokenizer-max-length-invalid",
             )
         if tokenizer.pad_token_id is None:
             raise DexrlError("the tokenizer has no pad token", hint='set "pad_token": '
-                             '"<|endoftext|>" in tokenizer_config.json', where=where)
+                             '"<|endoftext|>" in tokenizer_config.json', where=where,
+                             code="tokenizer-special-tokens")
         self.tokenizer = tokenizer
         self.model_max_length = length
         self.pad_id: int = tokenizer.pad_token_id
@@ -77,13 +79,13 @@ class Dm0PromptTokenizer:
         for name in TOKENIZER_FILES:
             if not (directory / name).is_file():
                 raise DexrlError(f"{name} not found (DM0 uses a Qwen2 BPE tokenizer)", _HINT,
-                                 where=str(directory / name))
+                                 where=str(directory / name), code="tokenizer-missing")
         _check_tokenizer_class(directory / "tokenizer_config.json")
         try:
             tokenizer = Qwen2Tokenizer.from_pretrained(str(directory), local_files_only=True)
         except (OSError, ValueError, TypeError, KeyError) as err:
             raise DexrlError(f"cannot load the Qwen2 tokenizer: {err}", _HINT,
-                             where=str(directory)) from err
+                             where=str(directory), code="tokenizer-unreadable") from err
         return cls(tokenizer, model_max_length)
 
     @property
@@ -126,11 +128,12 @@ def _check_tokenizer_class(path: Path) -> None:
     try:
         config = json.loads(path.read_text())
     except (OSError, UnicodeDecodeError, json.JSONDecodeError) as err:
-        raise DexrlError(f"cannot read JSON: {err}", _HINT, where=str(path)) from err
+        raise DexrlError(f"cannot read JSON: {err}", _HINT, where=str(path),
+                         code="model-json-unreadable") from err
     name = config.get("tokenizer_class") if isinstance(config, dict) else None
     if name is not None and name not in _CLASSES:
         raise DexrlError(f"tokenizer_class is {name!r}; DM0 uses Qwen2Tokenizer", _HINT,
-                         where=str(path))
+                         where=str(path), code="tokenizer-class-unsupported")
 
 
 __all__ = ["SYSTEM_PROMPT", "Dm0PromptTokenizer", "clean_prompt_dm0"]

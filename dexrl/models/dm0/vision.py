@@ -1,14 +1,6 @@
 """Perception-Encoder vision tower of DM0 (PE-Lang-L/14 @ 728 px with two downsampling convs).
 
-Parameter names equal the Dexbotic checkpoint's under ``model.mm_vision_tower.vision_tower.``:
-``conv1``, ``class_embedding``, ``positional_embedding``, ``ln_pre``,
-``transformer.resblocks.N.{ln_1, attn.{in_proj_weight, in_proj_bias, out_proj}, ls_1.gamma, ln_2,
-mlp.{c_fc, c_proj}, ls_2.gamma}``, ``vit_downsampler1``, ``vit_downsampler2``. There is no
-``ln_post`` and no pooling head. Per image: patchify (conv without bias), prepend the CLS token,
-add the absolute position embedding (bilinearly resized when the patch grid differs from the
-trained one), ``ln_pre``, pre-norm blocks whose attention applies a 2-D RoPE to q/k (CLS gets
-angle 0), drop CLS, then two 3×3 stride-2 convs: a 52×52 grid of width W becomes 13×13 tokens of
-width 4W.
+Design notes: docs/design/models.md.
 """
 
 from __future__ import annotations

@@ -87,6 +87,7 @@ def check_model_type(data: dict[str, Any], expected: str, model: str, source: st
             f"model_type is {data.get('model_type')!r}, expected {expected!r}",
             hint=f"point at a Dexbotic {model} checkpoint (config.json model_type {expected})",
             where=source,
+            code="model-type-mismatch",
         )
 
 
@@ -98,6 +99,7 @@ def sub_config(data: dict[str, Any], key: str, kind: str, source: str) -> Pretra
             f"'{key}' must be a nested config object, found {type(value).__name__}",
             hint="use a config.json saved by Dexbotic, with the sub-configs inlined as objects",
             where=source,
+            code="model-config-invalid",
         )
     if value.get("model_type") != kind:
         raise DexrlError(
@@ -105,13 +107,15 @@ def sub_config(data: dict[str, Any], key: str, kind: str, source: str) -> Pretra
             hint="config.json does not describe this model type; check the checkpoint "
             "directory",
             where=source,
+            code="model-config-invalid",
         )
     fields = {k: v for k, v in value.items() if k != "model_type"}
     try:
         return CONFIG_MAPPING[kind](**fields)
     except (TypeError, ValueError) as exc:
         raise DexrlError(
-            f"invalid '{key}': {exc}", hint="fix the value in config.json", where=source
+            f"invalid '{key}': {exc}", hint="fix the value in config.json", where=source,
+            code="model-config-invalid",
         ) from exc
 
 
@@ -130,6 +134,7 @@ def check_towers_match(llm: PretrainedConfig, expert: PretrainedConfig, source: 
             hint="both towers need the same num_hidden_layers, head_dim and attention heads",
             where=source,
             details=diffs,
+            code="model-towers-mismatch",
         )
 
 
@@ -141,5 +146,6 @@ def positive_int(data: dict[str, Any], key: str, default: int, source: str) -> i
             f"'{key}' must be a positive integer, found {value!r}",
             hint="fix the value in config.json",
             where=source,
+            code="model-config-invalid",
         )
     return value

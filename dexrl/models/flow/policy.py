@@ -64,12 +64,14 @@ class FlowPolicy:
                 f"tokenizer has {tokenizer.vocab_size} tokens but the LLM embeds only {vocab}",
                 hint="use the tokenizer files that belong to this checkpoint",
                 where=network.config.source,
+                code="tokenizer-vocab-mismatch",
             )
         if norm_mode not in NORM_MODES:
             raise DexrlError(
                 f"unknown norm_mode {norm_mode!r}",
                 hint=f"use one of {', '.join(NORM_MODES)}",
                 where="norm_mode",
+                code="norm-mode-unknown",
             )
         self.network = network
         self.tokenizer = tokenizer
@@ -165,14 +167,17 @@ class FlowPolicy:
             raise DexrlError(
                 f"noise has shape {list(noise.shape)}, expected {list(shape)}",
                 hint="pass noise of shape [batch, chunk_size, action_dim]",
+                code="policy-noise-shape",
             )
         if num_steps < 1:
-            raise DexrlError(f"num_steps is {num_steps}", hint="use at least 1 denoising step")
+            raise DexrlError(f"num_steps is {num_steps}", hint="use at least 1 denoising step",
+                             code="policy-num-steps-invalid")
         chunks = num_action_chunks or config.chunk_size
         if not 0 < chunks <= config.chunk_size:
             raise DexrlError(
                 f"num_action_chunks is {chunks}, the chunk has {config.chunk_size}",
                 hint=f"use 1..{config.chunk_size} action chunks",
+                code="policy-action-chunks-invalid",
             )
         raw = self.network.sample_actions(obs, noise.to(self.device), num_steps).cpu()
         states = torch.as_tensor(np.asarray(env_obs["states"]), dtype=torch.float32)
@@ -194,12 +199,14 @@ def check_env_obs(env_obs: Mapping[str, Any]) -> int:
             f"env observation lacks {', '.join(missing)}",
             hint=f"pass a dict with {', '.join(OBS_KEYS)}",
             where="env_obs",
+            code="policy-obs-invalid",
         )
     if isinstance(env_obs["task_descriptions"], str):
         raise DexrlError(
             "task_descriptions is a single string",
             hint="pass one task description per batch row",
             where="env_obs",
+            code="policy-obs-invalid",
         )
     sizes = {k: len(env_obs[k]) for k in OBS_KEYS}
     if len(set(sizes.values())) != 1:
@@ -207,6 +214,7 @@ def check_env_obs(env_obs: Mapping[str, Any]) -> int:
             f"batch sizes differ: {sizes}",
             hint="give every key the same batch size",
             where="env_obs",
+            code="policy-obs-invalid",
         )
     for key in ("main_images", "wrist_images"):
         frames = as_frames(env_obs[key])
@@ -215,6 +223,7 @@ def check_env_obs(env_obs: Mapping[str, Any]) -> int:
                 f"{key} must be uint8 [B, H, W, 3], got {frames.dtype} {list(frames.shape)}",
                 hint="pass raw RGB camera frames",
                 where="env_obs",
+                code="policy-obs-invalid",
             )
     states = np.asarray(env_obs["states"])
     if states.ndim != 2 or not 0 < states.shape[1] <= 32:
@@ -222,5 +231,6 @@ def check_env_obs(env_obs: Mapping[str, Any]) -> int:
             f"states must be [B, d<=32], got {list(states.shape)}",
             hint="pass the env's proprioceptive states",
             where="env_obs",
+            code="policy-obs-invalid",
         )
     return sizes["states"]

@@ -71,4 +71,5 @@ def check_projector(
             "with (the model.mm_projector.* keys tell: '0./2.' = mlp2x_gelu, 'weight/bias' = "
             "linear)",
             where=source,
+            code="model-projector-mismatch",
         )

@@ -119,7 +119,8 @@ def step_moments(
     """
     if method not in STEP_METHODS:
         raise DexrlError(f"unknown noise method '{method}'",
-                         f"use one of {', '.join(STEP_METHODS)}", where="noise_method")
+                         f"use one of {', '.join(STEP_METHODS)}", where="noise_method",
+                         code="policy-noise-method-unknown")
     t = _as_time(t, x)
     delta = _as_time(delta, x)
     t_next = t - delta

@@ -45,6 +45,7 @@ class Pi0Config(FlowConfig):
                 f"unsupported mm_projector_type {projector!r}",
                 hint="use linear, linear<N>x or mlp<N>x_gelu (Dexbotic π0 uses mlp2x_gelu)",
                 where=source,
+                code="model-projector-unsupported",
             )
         check_towers_match(llm, expert, source)
         return cls.from_parts(

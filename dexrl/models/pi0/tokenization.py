@@ -36,16 +36,19 @@ class Pi0PromptTokenizer:
         path = Path(sp_model_path)
         hint = "copy tokenizer.model from the base π0 checkpoint (Gemma SentencePiece)"
         if not path.is_file():
-            raise DexrlError("tokenizer.model not found", hint, where=str(path))
+            raise DexrlError("tokenizer.model not found", hint, where=str(path),
+                             code="tokenizer-missing")
         self.sp = sentencepiece.SentencePieceProcessor()
         try:
             self.sp.Load(str(path))
         except (OSError, RuntimeError) as err:
-            raise DexrlError(f"not a SentencePiece model: {err}", hint, where=str(path)) from err
+            raise DexrlError(f"not a SentencePiece model: {err}", hint, where=str(path),
+                             code="tokenizer-unreadable") from err
         if self.sp.pad_id() != PAD_ID or self.sp.bos_id() < 0:
             raise DexrlError(
                 f"pad id {self.sp.pad_id()} / bos id {self.sp.bos_id()}; π0 needs pad 0 and a bos",
                 hint, where=str(path),
+                code="tokenizer-special-tokens",
             )
         if model_max_length < 1:
             raise ValueError(f"model_max_length must be >= 1, got {model_max_length}")
@@ -84,16 +87,18 @@ class Pi0PromptTokenizer:
 def _read_max_length(path: Path) -> int:
     hint = 'add "model_max_length": 48 (the π0 LIBERO value) to tokenizer_config.json'
     if not path.is_file():
-        raise DexrlError("tokenizer_config.json not found", hint, where=str(path))
+        raise DexrlError("tokenizer_config.json not found", hint, where=str(path),
+                         code="tokenizer-missing")
     try:
         config = json.loads(path.read_text())
     except (OSError, UnicodeDecodeError, json.JSONDecodeError) as err:
-        raise DexrlError(f"cannot read JSON: {err}", hint, where=str(path)) from err
+        raise DexrlError(f"cannot read JSON: {err}", hint, where=str(path),
+                         code="model-json-unreadable") from err
     value = config.get("model_max_length") if isinstance(config, dict) else None
     # transformers stores ~1e30 when no length was set; a real π0 prompt length is small.
     if isinstance(value, bool) or not isinstance(value, int) or not 0 < value <= 1_000_000:
         raise DexrlError(f"model_max_length is {value!r}, expected a positive int", hint,
-                         where=str(path))
+                         where=str(path), code="tokenizer-max-length-invalid")
     return value
 
 

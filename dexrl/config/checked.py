@@ -1,0 +1,47 @@
+"""Compose a config, then run every check on it: the one workflow behind ``train``,
+``resume`` and ``validate`` (what one refuses, the others refuse too)."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import TYPE_CHECKING
+
+from omegaconf import DictConfig
+
+from dexrl.config.compose import compose, resolve_config_name, suite_of
+
+if TYPE_CHECKING:
+    from dexrl.errors import Finding
+
+
+@dataclass
+class Validated:
+    """A composed config and everything the checks found."""
+
+    name: str
+    cfg: DictConfig
+    findings: list[Finding]
+
+
+def compose_and_check(
+    suite: str | None,
+    model: str | None,
+    config_name: str | None,
+    overrides: list[str],
+    gpus_per_node: int = 8,
+) -> Validated:
+    """Compose the chosen config with overrides and run every config check.
+
+    What ``train`` refuses in a config is found here, for ``train`` and ``validate`` alike:
+    overrides of the fields dexrl sets
+    (:func:`dexrl.runs.settings.owned_override_findings`; they are
+    left out of the composition), then :func:`dexrl.config.checks.run_config_checks`.
+    """
+    from dexrl.config.checks import Facts, run_config_checks
+    from dexrl.runs.settings import owned_override_findings, without_owned
+
+    name = resolve_config_name(suite, model, config_name)
+    owned = owned_override_findings(overrides)
+    cfg = compose(name, without_owned(overrides))
+    facts = Facts(suite=suite_of(cfg, suite), gpus_per_node=gpus_per_node)
+    return Validated(name, cfg, owned + run_config_checks(cfg, facts))

@@ -1,0 +1,355 @@
+"""Checks on a composed training config, mirroring what RLinf asserts at launch (and more).
+
+Each key's own type, range and choices are the value schema's (:mod:`dexrl.config.schema`); the
+checks here relate keys to each other and to the machine. Every function takes the config (and
+facts it needs) and returns findings; none imports rlinf, Ray or torch, so ``dexrl validate``
+stays fast and runs anywhere.
+"""
+
+from __future__ import annotations
+
+import math
+import re
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from omegaconf import DictConfig, OmegaConf
+from omegaconf.errors import OmegaConfBaseException
+
+from dexrl.catalog import SUITES, load_reference, policies, policy_for
+from dexrl.config.schema import check_values
+from dexrl.errors import Finding
+from dexrl.hub.verify import check_checkpoint_dir
+
+# Actions DM0 executes per chunk according to RLinf's Dexbotic docs and its model/dexbotic_dm0.yaml
+# (the model's trajectory length); RLinf's DM0 PPO configs, and dexrl's, set 5.
+DM0_DOCUMENTED_CHUNKS = 10
+COMPONENTS = ("actor", "rollout", "env")
+_RANGE = re.compile(r"^\s*(\d+)\s*(?:-\s*(\d+)\s*)?$")
+# Actor settings that the rollout (and the Dexbotic section) read again under other keys: a set
+# copy must equal the actor's value.
+_MIRRORED_KEYS = {
+    "actor.model.num_action_chunks": (
+        "actor.model.dexbotic.action_chunk",
+        "rollout.model.num_action_chunks",
+    ),
+    "actor.model.num_steps": ("actor.model.dexbotic.num_steps", "rollout.model.num_steps"),
+}
+
+
+@dataclass(frozen=True)
+class Facts:
+    """What the checks need beyond the config."""
+
+    suite: str | None = None
+    gpus_per_node: int = 8
+
+
+def _get(cfg: DictConfig, key: str, default: Any = None) -> Any:
+    # An interpolation that does not resolve reads as None; the schema reports it.
+    return OmegaConf.select(cfg, key, default=default, throw_on_resolution_failure=False)
+
+
+def _count(cfg: DictConfig, key: str, default: int = 1) -> int:
+    """A positive integer setting, or ``default`` when it is not one (the schema reports it)."""
+    value = _get(cfg, key, default)
+    ok = isinstance(value, int) and not isinstance(value, bool) and value > 0
+    return value if ok else default
+
+
+def parse_placement(spec: Any, num_devices: int) -> list[int]:
+    """Expand ``"all"`` / ``"a,b,c-d"`` / an int into device ids.
+
+    Raises:
+        ValueError: on bad grammar, with the reason.
+    """
+    if isinstance(spec, int) and not isinstance(spec, bool):
+        return [spec]
+    if not isinstance(spec, str):
+        raise ValueError(f"expected a string like 'all' or '0-3,5', got {spec!r}")
+    if spec.strip() == "all":
+        return list(range(num_devices))
+    ids: list[int] = []
+    for part in spec.split(","):
+        m = _RANGE.match(part)
+        if not m:
+            raise ValueError(f"'{part.strip()}' is not a device id or a range like 0-3")
+        lo, hi = int(m.group(1)), int(m.group(2) or m.group(1))
+        if hi < lo:
+            raise ValueError(f"range '{part.strip()}' runs backwards")
+        ids.extend(range(lo, hi + 1))
+    return ids
+
+
+def placement_world_sizes(cfg: DictConfig, facts: Facts) -> tuple[dict[str, int], list[Finding]]:
+    """World size per component from ``cluster.component_placement``, plus grammar findings."""
+    findings: list[Finding] = []
+    num_nodes = _count(cfg, "cluster.num_nodes", 0)
+    if not num_nodes:
+        return {}, []  # the schema reports the value
+    total = num_nodes * facts.gpus_per_node
+    placement = _get(cfg, "cluster.component_placement")
+    if not isinstance(placement, DictConfig) or not len(placement):
+        return {}, [Finding("error", "cluster.component_placement", "missing or empty",
+                            "e.g. cluster.component_placement='{actor,env,rollout: all}'")]
+    sizes: dict[str, int] = {}
+    for names in placement:
+        where = f"cluster.component_placement.{names}"
+        try:
+            ids = parse_placement(placement[names], total)
+        except OmegaConfBaseException:
+            continue  # an interpolation that does not resolve: the schema reports it
+        except ValueError as exc:
+            findings.append(Finding("error", where, f"bad placement: {exc}",
+                                    "use 'all' or ids and ranges like '0-3,6'"))
+            continue
+        out = sorted({i for i in ids if i >= total})
+        if out:
+            findings.append(Finding(
+                "error", where,
+                f"device ids {out} exceed the {total} GPUs of {num_nodes} node(s) × "
+                f"{facts.gpus_per_node} GPUs",
+                "use ids below that, raise cluster.num_nodes, or pass --gpus-per-node",
+            ))
+        for name in str(names).split(","):
+            name = name.strip()
+            if name in sizes:
+                findings.append(Finding("error", where, f"component '{name}' placed twice",
+                                        "place each component once"))
+            sizes[name] = len(set(ids))
+    for comp in COMPONENTS:
+        if comp not in sizes:
+            findings.append(Finding("error", "cluster.component_placement",
+                                    f"component '{comp}' is not placed",
+                                    "add it, e.g. 'actor,env,rollout: all'"))
+    return sizes, findings
+
+
+def check_env_arithmetic(cfg: DictConfig, sizes: dict[str, int]) -> list[Finding]:
+    """RLinf's divisibility rules for env counts, chunks and pipeline stages."""
+    findings: list[Finding] = []
+    env_ws = sizes.get("env") or 0
+    stages = _count(cfg, "rollout.pipeline_stage_num")
+    chunks = _count(cfg, "actor.model.num_action_chunks")
+    val = _get(cfg, "runner.val_check_interval", -1)
+    eval_on = (isinstance(val, int) and val > 0) or _get(cfg, "runner.only_eval", False) is True
+    for split in ("train", "eval"):
+        if split == "eval" and not eval_on:
+            continue
+        key = f"env.{split}.total_num_envs"
+        n = _count(cfg, key, 0)
+        group = _count(cfg, f"env.{split}.group_size", _count(cfg, "algorithm.group_size"))
+        if not n:
+            continue  # the schema reports the value
+        if env_ws and n % env_ws:
+            findings.append(Finding("error", key,
+                                    f"{n} envs do not divide over {env_ws} env processes",
+                                    f"use a multiple of {env_ws}"))
+        elif env_ws:
+            per = n // env_ws
+            if per % stages or per // stages == 0:
+                findings.append(Finding(
+                    "error", key, f"{per} envs per process do not split into "
+                    f"rollout.pipeline_stage_num={stages} stages",
+                    f"use a multiple of {env_ws * stages} envs or fewer stages"))
+            elif (per // stages) % group:
+                findings.append(Finding(
+                    "error", key, f"{per // stages} envs per stage are not divisible by "
+                    f"group_size={group}", f"use a multiple of {env_ws * stages * group} envs"))
+        steps = _count(cfg, f"env.{split}.max_steps_per_rollout_epoch")
+        if steps % chunks:
+            findings.append(Finding(
+                "error", f"env.{split}.max_steps_per_rollout_epoch",
+                f"{steps} is not divisible by actor.model.num_action_chunks={chunks}",
+                f"use a multiple of {chunks}"))
+    return findings
+
+
+def check_batch_arithmetic(cfg: DictConfig, sizes: dict[str, int]) -> list[Finding]:
+    """Global batch must split into micro-batches over every actor rank."""
+    gbs = _count(cfg, "actor.global_batch_size", 0)
+    mbs = _count(cfg, "actor.micro_batch_size", 0)
+    ws = sizes.get("actor") or 0
+    if ws and gbs and mbs and gbs % (mbs * ws):
+        return [Finding("error", "actor.global_batch_size",
+                        f"{gbs} is not divisible by micro_batch_size × actor world size "
+                        f"= {mbs} × {ws}", f"use a multiple of {mbs * ws}")]
+    return []
+
+
+def check_rollout_split(cfg: DictConfig, sizes: dict[str, int]) -> list[Finding]:
+    """How RLinf hands a step's trajectories to the actor ranks and cuts them into batches.
+
+    Each env process and pipeline stage splits its envs into ``lcm(actor, senders) / senders``
+    equal parts, one per receiving actor rank (``senders`` = env world size × stages); each actor
+    rank then asserts that its samples split into global batches of its share.
+    """
+    actor_ws, env_ws = sizes.get("actor") or 0, sizes.get("env") or 0
+    n = _count(cfg, "env.train.total_num_envs", 0)
+    senders = env_ws * _count(cfg, "rollout.pipeline_stage_num")
+    if not (actor_ws and senders and n) or n % senders:
+        return []  # the env arithmetic reports an uneven split
+    parts = math.lcm(actor_ws, senders) // senders
+    if (n // senders) % parts:
+        return [Finding("error", "env.train.total_num_envs",
+                        f"{n // senders} envs per env process and stage do not split into "
+                        f"{parts} equal parts, one per actor rank ({actor_ws} actor ranks)",
+                        f"use a multiple of {senders * parts} envs")]
+    steps = _count(cfg, "env.train.max_steps_per_rollout_epoch")
+    chunks = _count(cfg, "actor.model.num_action_chunks")
+    gbs = _count(cfg, "actor.global_batch_size", 0)
+    calls = steps // chunks * _count(cfg, "env.train.rollout_epoch")
+    if gbs and steps % chunks == 0 and (calls * n) % gbs:
+        return [Finding("error", "actor.global_batch_size",
+                        f"{gbs} does not divide the {calls * n} samples of a step ({calls} policy "
+                        f"calls per env × {n} envs); RLinf asserts it in the actor's first update",
+                        "use a divisor of the samples per step, or change the env count")]
+    return []
+
+
+def check_algorithm(cfg: DictConfig) -> list[Finding]:
+    """PPO actor-critic needs a value head; a setting RLinf's embodied actor ignores is named."""
+    findings: list[Finding] = []
+    loss = _get(cfg, "algorithm.loss_type")
+    if loss in ("actor_critic", "decoupled_actor_critic") and not _get(
+            cfg, "actor.model.add_value_head", False):
+        findings.append(Finding("error", "actor.model.add_value_head",
+                                f"algorithm.loss_type={loss} needs a value head",
+                                "set actor.model.add_value_head=True"))
+    if (_get(cfg, "algorithm.normalize_advantages", True) is False
+            and _get(cfg, "algorithm.adv_type") == "gae"
+            and not _get(cfg, "runner.use_training_pipeline", False)):
+        findings.append(Finding(
+            "warning", "algorithm.normalize_advantages",
+            "false has no effect: RLinf 0.3.0's embodied actor always normalizes GAE advantages "
+            "(over each actor rank's samples)", "leave it true, or expect normalized advantages"))
+    return findings
+
+
+def check_runner(cfg: DictConfig) -> list[Finding]:
+    """Checkpoint cadence against the run length and the validation cadence."""
+    findings: list[Finding] = []
+    max_steps = _count(cfg, "runner.max_steps", 0)
+    save = _count(cfg, "runner.save_interval", 0)
+    val = _count(cfg, "runner.val_check_interval", 0)
+    if max_steps and save > max_steps:
+        findings.append(Finding("warning", "runner.save_interval",
+                                f"{save} exceeds runner.max_steps={max_steps}: only the final "
+                                "step is checkpointed, so a crash loses the whole run",
+                                f"use a value ≤ {max_steps}"))
+    if val and save and save % val:
+        findings.append(Finding("error", "runner.save_interval",
+                                f"{save} is not a multiple of runner.val_check_interval={val} "
+                                "(RLinf requires it)", f"use a multiple of {val}"))
+    return findings
+
+
+def check_model(cfg: DictConfig, facts: Facts) -> list[Finding]:
+    """Model type, paths, train/eval consistency, and the checkpoint when it exists."""
+    findings: list[Finding] = []
+    model_type = _get(cfg, "actor.model.model_type")
+    known = {p.model_type for p in policies().values()}
+    if model_type not in known:
+        from dexrl.plugins import discover
+
+        broken = [p for p in discover().problems if model_type in p.names]
+        findings.append(Finding("error", "actor.model.model_type",
+                                broken[0].message if broken else
+                                f"'{model_type}' is not a dexrl policy",
+                                broken[0].hint if broken else
+                                f"use one of {', '.join(sorted(known))}"))
+    actor_path = _get(cfg, "actor.model.model_path")
+    rollout_path = _get(cfg, "rollout.model.model_path")
+    if actor_path != rollout_path:
+        findings.append(Finding("error", "rollout.model.model_path",
+                                f"differs from actor.model.model_path ({rollout_path!r} vs "
+                                f"{actor_path!r})", "set actor.model.model_path only; the "
+                                "rollout follows it"))
+    for source, copies in _MIRRORED_KEYS.items():
+        value = _get(cfg, source)
+        for key in copies:
+            other = _get(cfg, key)
+            if other is not None and other != value:
+                findings.append(Finding("error", key, f"{other} differs from {source}={value}",
+                                        f"set {source} only"))
+    if facts.suite in SUITES:
+        horizon = SUITES[facts.suite].horizon
+        for split in ("train", "eval"):
+            mes = _get(cfg, f"env.{split}.max_episode_steps")
+            if isinstance(mes, int) and mes != horizon:
+                findings.append(Finding(
+                    "warning", f"env.{split}.max_episode_steps",
+                    f"{mes} differs from the {facts.suite} horizon {horizon} used by the "
+                    "openpi/RLinf standalone evaluations (success rates are not comparable)",
+                    f"set env.{split}.max_episode_steps={horizon} to compare with published "
+                    "numbers"))
+    if isinstance(actor_path, str) and Path(actor_path).expanduser().exists():
+        findings += check_checkpoint_dir(Path(actor_path).expanduser(), model_type)
+    elif isinstance(actor_path, str):
+        findings.append(Finding("warning", "actor.model.model_path",
+                                f"checkpoint not found at {actor_path}",
+                                "run `dexrl download <repo>` or pass --ckpt / "
+                                "actor.model.model_path=..."))
+    return findings
+
+
+def check_dexbotic(cfg: DictConfig) -> list[Finding]:
+    """dexrl's ``actor.model.dexbotic`` keys, then the model's own checks (its spec's hook)."""
+    findings: list[Finding] = []
+    level = _get(cfg, "actor.model.dexbotic.noise_level")
+    if _get(cfg, "actor.model.dexbotic.noise_method") == "flow_cps" and isinstance(
+            level, (int, float)) and level > 1:
+        findings.append(Finding("error", "actor.model.dexbotic.noise_level",
+                                f"{level} exceeds 1, the largest flow_cps noise level (an angle "
+                                "fraction)", "use a value in [0, 1] with flow_cps"))
+    model_type = _get(cfg, "actor.model.model_type")
+    policy = policy_for(model_type) if isinstance(model_type, str) else None
+    if policy is not None and policy.model.check_config is not None:
+        findings += load_reference(policy.model.check_config)(cfg)
+    return findings
+
+
+def check_dm0_settings(cfg: DictConfig) -> list[Finding]:
+    """What is known about DM0's settings (DM0's ``ModelSpec.check_config``)."""
+    findings: list[Finding] = []
+    chunks = _get(cfg, "actor.model.num_action_chunks")
+    if chunks != DM0_DOCUMENTED_CHUNKS:
+        findings.append(Finding(
+            "warning", "actor.model.num_action_chunks",
+            f"{chunks} differs from DM0's documented {DM0_DOCUMENTED_CHUNKS}: RLinf's Dexbotic "
+            f"docs and model/dexbotic_dm0.yaml say DM0 uses {DM0_DOCUMENTED_CHUNKS}, while "
+            "RLinf's libero_spatial_ppo_dexbotic_dm0.yaml ships 5 (dexrl's default follows it)",
+            f"keep it to reproduce RLinf's DM0 PPO recipe, or set "
+            f"actor.model.num_action_chunks={DM0_DOCUMENTED_CHUNKS} to act as DM0 is evaluated "
+            "(env max steps must stay divisible by it)"))
+    precision = str(_get(cfg, "actor.model.precision"))
+    if precision in ("bf16", "bfloat16") and not _get(
+            cfg, "actor.model.dexbotic.train_expert_only", True):
+        findings.append(Finding(
+            "error", "actor.model.dexbotic.train_expert_only",
+            "full DM0 fine-tuning in bf16 cannot be sharded by FSDP: DM0 keeps its vision stem "
+            "and position embedding in fp32 next to bf16 weights of the same module",
+            "keep actor.model.dexbotic.train_expert_only=true, or set actor.model.precision=fp32 "
+            "(with actor.fsdp_config.mixed_precision.param_dtype=bf16 for bf16 compute)"))
+    return findings
+
+
+def run_config_checks(cfg: DictConfig, facts: Facts) -> list[Finding]:
+    """The value schema, then every check across keys, in a stable order; collects all problems.
+
+    A cross-key finding at, or naming, a key whose value the schema already refused is left out:
+    it would only restate that error.
+    """
+    values = check_values(cfg)
+    bad = {f.where for f in values if f.level == "error"}
+    sizes, findings = placement_world_sizes(cfg, facts)
+    findings += check_env_arithmetic(cfg, sizes)
+    findings += check_batch_arithmetic(cfg, sizes)
+    findings += check_rollout_split(cfg, sizes)
+    findings += check_algorithm(cfg)
+    findings += check_runner(cfg)
+    findings += check_model(cfg, facts)
+    findings += check_dexbotic(cfg)
+    return values + [f for f in findings
+                     if f.where not in bad and not any(f"{k}=" in f.message for k in bad)]

@@ -1,0 +1,218 @@
+"""Compose the shipped Hydra tree (``conf/``, installed as ``dexrl.conf``): find a config by
+suite and policy, check override syntax, and turn Hydra's errors into one-line DexrlErrors."""
+
+from __future__ import annotations
+
+import re
+import warnings
+from importlib import resources
+from pathlib import Path
+from typing import TYPE_CHECKING
+
+from omegaconf import DictConfig, OmegaConf, open_dict
+
+from dexrl.catalog import SUITES, config_name, did_you_mean, policies
+from dexrl.dotted import flatten
+from dexrl.errors import DexrlError
+
+if TYPE_CHECKING:
+    pass
+
+
+def conf_dir() -> Path:
+    """Directory of the Hydra tree shipped inside the installed package."""
+    return Path(str(resources.files("dexrl.conf")))
+
+
+def _shipped_files() -> list[str]:
+    return sorted(p.stem for p in conf_dir().glob("*.yaml"))
+
+
+def plugin_configs() -> dict[str, tuple[str, list[str]]]:
+    """Config name of each plugin policy × suite -> (template config, overrides composing it)."""
+    out: dict[str, tuple[str, list[str]]] = {}
+    for policy in policies().values():
+        if policy.builtin:
+            continue
+        for suite in policy.suites:
+            name = f"{suite}_ppo_{policy.model_type}"
+            out[name] = (f"{suite}_ppo_{policy.template}", [
+                f"hydra.searchpath=[pkg://{policy.config_package}]",
+                f"+model@actor.model={policy.model_config_name}",
+                f"runner.logger.experiment_name={name}",
+                *policy.settings,
+            ])
+    return out
+
+
+def list_configs() -> list[str]:
+    """Names of every top-level config (``<suite>_ppo_<model_type>``), plugins' included."""
+    return sorted({*_shipped_files(), *plugin_configs()})
+
+
+def shipped_matrix() -> list[tuple[str, str, str]]:
+    """(suite, policy, config name) for every suite × policy with a config."""
+    names = set(list_configs())
+    return [
+        (s, p, config_name(s, p))
+        for s in SUITES
+        for p in policies()
+        if config_name(s, p) in names
+    ]
+
+
+def resolve_config_name(suite: str | None, model: str | None, name: str | None) -> str:
+    """Pick the top-level config from ``--config-name`` or ``--suite``/``--model``."""
+    if name:
+        stem = name[:-5] if name.endswith(".yaml") else name
+        if stem not in list_configs():
+            raise DexrlError(
+                f"no shipped config named '{stem}'.{did_you_mean(stem, list_configs())}",
+                "run `dexrl configs` to list them",
+                where="--config-name",
+                code="config-not-found",
+            )
+        return stem
+    if not suite or not model:
+        missing = "--suite" if not suite else "--model"
+        raise DexrlError(
+            f"{missing} is required when --config-name is not given",
+            "e.g. `--suite libero_spatial --model pi0`",
+            where=missing,
+            code="config-selection-incomplete",
+        )
+    stem = config_name(suite, model)
+    if stem not in list_configs():
+        raise DexrlError(
+            f"no shipped config for suite '{suite}' with model '{model}' ({stem})",
+            "run `dexrl configs` to list them",
+            code="config-not-found",
+        )
+    return stem
+
+
+def check_override_syntax(overrides: list[str]) -> None:
+    """Parse each override with Hydra's own grammar so the bad one can be named."""
+    from hydra.core.override_parser.overrides_parser import OverridesParser
+    from hydra.errors import HydraException
+
+    parser = OverridesParser.create()
+    for i, ov in enumerate(overrides):
+        try:
+            (parsed,) = parser.parse_overrides([ov])
+        except HydraException:
+            raise DexrlError(f"malformed override '{ov}'", _override_fix(ov, overrides[i + 1:]),
+                             where="overrides", code="override-syntax") from None
+        if not parsed.key_or_group:
+            raise DexrlError(f"override '{ov}' has no key", "write key=value", where="overrides",
+                             code="override-no-key")
+        if parsed.is_sweep_override():
+            raise DexrlError(
+                f"override '{ov}' is a sweep; dexrl runs one experiment at a time",
+                "pass a single value (quote a list: key='[a,b]')",
+                where="overrides",
+                code="override-sweep",
+            )
+
+
+def _override_fix(bad: str, rest: list[str]) -> str:
+    """The fix for an override Hydra cannot parse, guessing the usual slips."""
+    key, eq, value = bad.partition("=")
+    if eq and value.startswith("="):
+        return f"use a single '=': `{key}={value.lstrip('=')}`"
+    value = rest[1:2] if rest[:1] == ["="] else [v for v in rest[:1] if "=" not in v]
+    if not eq and value:
+        return f"write the key and value as one word: `{bad}={value[0]}` (no spaces around '=')"
+    if not eq:
+        return f"write `{bad}=VALUE` (key=value, no spaces around '='; ~{bad} deletes a key)"
+    return ("overrides are key=value, e.g. `runner.max_steps=10` (+key=value adds a key; quote "
+            "values with spaces or brackets)")
+
+
+def compose(name: str, overrides: list[str] | None = None) -> DictConfig:
+    """Compose a shipped top-level config with Hydra overrides.
+
+    Raises:
+        DexrlError: for malformed or unknown overrides, missing files or unreadable YAML.
+    """
+    from hydra import compose as hydra_compose
+    from hydra import initialize_config_dir
+    from hydra.errors import HydraException
+    from omegaconf.errors import OmegaConfBaseException
+
+    overrides = list(overrides or [])
+    check_override_syntax(overrides)
+    source, base = plugin_configs().get(name, (name, []))
+    try:
+        with warnings.catch_warnings():
+            # version_base 1.1 is RLinf's choice too; Hydra's migration notice is noise here.
+            warnings.simplefilter("ignore")
+            with initialize_config_dir(config_dir=str(conf_dir()), version_base="1.1"):
+                cfg = hydra_compose(config_name=source, overrides=[*base, *overrides])
+    except (HydraException, OmegaConfBaseException) as exc:
+        raise _hydra_error(exc, name, overrides) from None
+    except Exception as exc:  # YAML scanner errors and friends surface here
+        if type(exc).__module__.startswith("yaml"):
+            raise DexrlError(
+                f"unreadable YAML in config '{name}': {_one_line(exc)}",
+                "fix the YAML syntax in that file",
+                code="config-yaml-unreadable",
+            ) from None
+        raise
+    if "hydra" in cfg:
+        with open_dict(cfg):
+            del cfg["hydra"]
+    return cfg
+
+
+def to_yaml(cfg: DictConfig, resolve: bool = True) -> str:
+    """The config as YAML, interpolations resolved by default."""
+    return OmegaConf.to_yaml(cfg, resolve=resolve)
+
+
+def _one_line(exc: BaseException) -> str:
+    return " ".join(str(exc).split())
+
+
+def config_keys(name: str) -> list[str]:
+    """Every dotted leaf key of a shipped config (no overrides), for did-you-mean hints."""
+    return list(flatten(OmegaConf.to_container(compose(name), resolve=False)))
+
+
+def _hydra_error(exc: BaseException, name: str, overrides: list[str]) -> DexrlError:
+    text = _one_line(exc)
+    key = re.search(r"Could not override '([^']+)'", text) or re.search(
+        r"Key '([^']+)' is not in struct", text
+    )
+    if key:
+        suggestion = did_you_mean(key.group(1), config_keys(name)) if overrides else ""
+        return DexrlError(
+            f"unknown config key '{key.group(1)}' in overrides.{suggestion}",
+            "check the spelling (`dexrl validate ... --print` shows every key), "
+            "or prefix the override with + to add a new key",
+            where="overrides",
+            code="override-unknown-key",
+        )
+    if "Could not find" in text or "MissingConfig" in type(exc).__name__:
+        return DexrlError(f"missing config file while composing '{name}': {text}",
+                          "reinstall dexrl or fix the defaults list", code="config-file-missing")
+    if "OverrideParse" in type(exc).__name__ or "parse" in text.lower():
+        return DexrlError(f"malformed override: {text}",
+                          "overrides are key=value, quote values with spaces",
+                          code="override-syntax")
+    return DexrlError(f"could not compose config '{name}': {text}",
+                      "check the overrides and the config files", code="config-compose-failed")
+
+
+def suite_of(cfg: DictConfig, suite: str | None) -> str | None:
+    """The LIBERO suite a config trains on (from the flag, else from the env group)."""
+    return suite if suite and suite.startswith("libero_") else OmegaConf.select(
+        cfg, "env.train.task_suite_name", default=suite)
+
+
+def renders(cfg: DictConfig, split: str | None = None) -> bool:
+    """Whether the config's envs (or those of ``split``: train, eval) are LIBERO's, which render
+    with OpenGL in env subprocesses; dexrl's own tasks (``dexrl_env``) need neither."""
+    return any(OmegaConf.select(cfg, f"env.{s}") is not None
+               and not OmegaConf.select(cfg, f"env.{s}.dexrl_env", default=None)
+               for s in ((split,) if split else ("train", "eval")))

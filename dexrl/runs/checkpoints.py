@@ -1,0 +1,134 @@
+"""RLinf's checkpoint folders of a run: which are complete (their marker vouches for them), which
+one resume, eval and export use, and the marker written once RLinf's save returned."""
+
+from __future__ import annotations
+
+import json
+import time
+from dataclasses import dataclass
+from pathlib import Path
+
+from dexrl.errors import DexrlError
+from dexrl.runs import durable
+from dexrl.runs.layout import MARKER, checkpoint_step, checkpoints_dir
+
+
+@dataclass(frozen=True)
+class Checkpoint:
+    """A checkpoint folder of a run.
+
+    Attributes:
+        step: N of ``global_step_N``.
+        path: The folder.
+        problem: Why it is incomplete (see :func:`marker_problem`); None when it is complete.
+    """
+
+    step: int
+    path: Path
+    problem: str | None
+
+    @property
+    def complete(self) -> bool:
+        """Fully written: its completion marker is valid and names its step."""
+        return self.problem is None
+
+
+def marker_problem(checkpoint: Path) -> str | None:
+    """Why the :data:`MARKER` of ``checkpoint`` (``.../global_step_N``) does not vouch for it.
+
+    A marker vouches when it is a JSON object with ``step`` (an integer equal to the folder's N)
+    and ``written`` (a time stamp), as :func:`mark_complete` writes it. None when it vouches.
+    """
+    path = Path(checkpoint) / MARKER
+    try:
+        text = path.read_text(encoding="utf-8")
+    except FileNotFoundError:
+        return f"interrupted save, no {MARKER}"
+    except (OSError, UnicodeDecodeError) as exc:
+        return f"{MARKER} cannot be read: {exc}"
+    try:
+        data = json.loads(text)
+    except ValueError:
+        return f"{MARKER} is " + ("empty" if not text.strip() else "not valid JSON")
+    step = data.get("step") if isinstance(data, dict) else None
+    if not isinstance(step, int) or isinstance(step, bool) \
+            or not isinstance(data.get("written"), str):
+        return f"{MARKER} lacks its fields (an integer step and a written time)"
+    if step != checkpoint_step(Path(checkpoint)):
+        return f"{MARKER} names step {step}, not {checkpoint_step(Path(checkpoint))}"
+    return None
+
+
+def is_complete(checkpoint: Path) -> bool:
+    """Whether ``checkpoint`` (``.../global_step_N``) was fully written (:func:`marker_problem`)."""
+    return marker_problem(checkpoint) is None
+
+
+def list_checkpoints(run_dir: Path) -> list[Checkpoint]:
+    """Every ``global_step_N`` folder of a run, by step."""
+    root = checkpoints_dir(run_dir)
+    found = []
+    for p in root.glob("global_step_*") if root.is_dir() else []:
+        step = checkpoint_step(p)
+        if p.is_dir() and step is not None:
+            found.append(Checkpoint(step, p, marker_problem(p)))
+    return sorted(found, key=lambda c: c.step)
+
+
+def pick_checkpoint(run_dir: Path, step: int | None = None,
+                    purpose: str = "resume from") -> Checkpoint:
+    """The latest complete checkpoint, or the one at ``step``; DexrlError otherwise.
+
+    The one rule for resume, eval and export: an incomplete checkpoint (an interrupted save, a
+    marker that does not vouch for it) is never used; :func:`skipped` names the ones passed over.
+    """
+    all_ckpts = list_checkpoints(run_dir)
+    complete = [c for c in all_ckpts if c.complete]
+    if step is not None:
+        match = [c for c in all_ckpts if c.step == step]
+        if not match:
+            have = ", ".join(str(c.step) for c in complete) or "none"
+            raise DexrlError(f"no checkpoint at step {step}",
+                             f"complete checkpoints: {have}", where=str(run_dir),
+                             code="checkpoint-step-not-found")
+        if not match[0].complete:
+            have = ", ".join(str(c.step) for c in complete) or "none"
+            raise DexrlError(f"the checkpoint at step {step} is incomplete ({match[0].problem})",
+                             f"use a complete step ({have}), or give the run folder without a "
+                             "step to take the latest complete one", where=str(match[0].path),
+                             code="checkpoint-incomplete")
+        return match[0]
+    if not complete:
+        partial = f" ({len(all_ckpts)} incomplete)" if all_ckpts else ""
+        raise DexrlError(f"no complete checkpoint to {purpose}{partial}",
+                         "train first; a checkpoint is written every runner.save_interval steps "
+                         "and counts only once it finished writing",
+                         where=str(checkpoints_dir(run_dir)), details=skipped(run_dir),
+                         code="checkpoint-none-complete")
+    return complete[-1]
+
+
+def skipped(run_dir: Path, chosen: Checkpoint | None = None) -> list[str]:
+    """Notes on the incomplete checkpoints newer than ``chosen`` (passed over, never used), each
+    with why; without ``chosen``, those newer than the latest complete one."""
+    found = list_checkpoints(run_dir)
+    last = chosen.step if chosen else max((c.step for c in found if c.complete), default=-1)
+    using = f"; using {chosen.path.name}" if chosen else ""
+    return [f"note: {c.path.name} is incomplete ({c.problem}){using}"
+            for c in found if not c.complete and c.step > last]
+
+
+def mark_complete(checkpoint: Path, step: int) -> Path:
+    """Vouch for a finished checkpoint folder: make it durable, then write the marker (last).
+
+    The checkpoint's files are fsynced first, so that after a power loss a marker never
+    survives the files it vouches for.
+    """
+    durable.sync_tree(checkpoint)
+    return durable.write_json(Path(checkpoint) / MARKER,
+                              {"step": step, "written": time.strftime("%Y-%m-%dT%H:%M:%S")})
+
+
+def latest_checkpoint(run_dir: Path) -> Path:
+    """The complete checkpoint with the highest step (incomplete ones are skipped)."""
+    return pick_checkpoint(run_dir).path

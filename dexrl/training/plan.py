@@ -1,0 +1,240 @@
+"""What a launch will do, computed from the config alone (for ``train --dry-run``).
+
+Sizes are analytic estimates from the parameter counts of the checkpoint the config trains (read
+from its safetensors headers; ``--smoke``'s tiny one included), else those in the policy's
+:class:`~dexrl.catalog.ModelSpec` (0 for a model that declares none).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from omegaconf import DictConfig, OmegaConf
+
+from dexrl.catalog import policy_for
+from dexrl.config.checks import Facts, parse_placement
+from dexrl.errors import DexrlError, errors
+from dexrl.hub.weights import read_weights
+from dexrl.models.layout import FROZEN_PREFIXES, weight_files
+from dexrl.units import size
+
+GB = 1e9
+ACTIVATION_GB_PER_SAMPLE = 5.0 / 32  # micro-batch 32 with a frozen prefix ≈ 5 GB
+FULL_FT_ACTIVATION_GB_PER_SAMPLE = 40.0 / 32  # full fine-tuning without checkpointing
+ENV_GB_PER_GPU = 2.0  # EGL rendering context and buffers
+
+
+@dataclass
+class Plan:
+    """The numbers ``--dry-run`` prints."""
+
+    placement: dict[str, list[tuple[int, int]]] = field(default_factory=dict)
+    env_steps: int = 0
+    policy_calls: int = 0
+    samples: int = 0
+    optimizer_steps: float = 0.0
+    micro_batches_per_rank: float = 0.0
+    params: float = 0.0
+    trainable: float = 0.0
+    checkpoint_gb: float = 0.0
+    saves: int = 0
+    memory_gb_per_gpu: dict[int, float] = field(default_factory=dict)
+    prefix_cache: PrefixCachePlan | None = None
+    attention: str = "eager"
+
+
+@dataclass
+class PrefixCachePlan:
+    """The training prefix cache of one actor rank (``train_expert_only``).
+
+    Attributes:
+        need_gb: Caches of all the rank's samples of a global step.
+        device_gb: Of which kept on the GPU (within ``prefix_cache.device_gb``).
+        host_gb: Of which kept in pinned host memory (within ``prefix_cache.host_gb``).
+        update_epochs: PPO epochs; a cached sample's prefix runs once instead of this often.
+    """
+
+    need_gb: float
+    device_gb: float
+    host_gb: float
+    update_epochs: int
+
+    @property
+    def cached_fraction(self) -> float:
+        """Share of the samples whose prefix is computed once per global step."""
+        return min(1.0, (self.device_gb + self.host_gb) / self.need_gb) if self.need_gb else 0.0
+
+
+def _sel(cfg: DictConfig, key: str, default: object = None) -> object:
+    return OmegaConf.select(cfg, key, default=default)
+
+
+def placement(cfg: DictConfig, gpus_per_node: int) -> dict[str, list[tuple[int, int]]]:
+    """(node, GPU) of every rank of each component in ``cluster.component_placement``.
+
+    On nodes without GPUs (``gpus_per_node`` 0) RLinf's placement ids are node ranks, one
+    process each: the same as one GPU per node.
+    """
+    per_node = max(gpus_per_node, 1)
+    total = int(_sel(cfg, "cluster.num_nodes", 1)) * per_node
+    out: dict[str, list[tuple[int, int]]] = {}
+    for names, spec in _sel(cfg, "cluster.component_placement").items():
+        ids = sorted(set(parse_placement(spec, total)))
+        for name in str(names).split(","):
+            out[name.strip()] = [(i // per_node, i % per_node) for i in ids]
+    return out
+
+
+def by_node(placed: dict[str, list[tuple[int, int]]]) -> dict[int, dict[str, int]]:
+    """Node rank -> {component: ranks on that node}, for the per-node view."""
+    nodes: dict[int, dict[str, int]] = {}
+    for comp, slots in placed.items():
+        for node, _ in slots:
+            nodes.setdefault(node, {})
+            nodes[node][comp] = nodes[node].get(comp, 0) + 1
+    return dict(sorted(nodes.items()))
+
+
+def render_by_node(placed: dict[str, list[tuple[int, int]]]) -> list[str]:
+    """One line per node: ``node 1: env ×1, rollout ×1``."""
+    return [f"node {node}: " + ", ".join(f"{c} ×{k}" for c, k in sorted(comps.items()))
+            for node, comps in by_node(placed).items()]
+
+
+def checkpoint_sizes(ckpt_dir: Path) -> tuple[float, float] | None:
+    """(parameters, parameters ``train_expert_only`` leaves trainable) of a checkpoint folder,
+    from its safetensors headers; None when it has no readable weights."""
+    try:
+        stats, findings = read_weights(weight_files(Path(ckpt_dir)))
+    except (DexrlError, OSError):
+        return None
+    if errors(findings) or not stats.tensors:
+        return None
+    frozen = sum(t.numel for name, t in stats.tensors.items() if name.startswith(FROZEN_PREFIXES))
+    return float(stats.parameters), float(stats.parameters - frozen)
+
+
+def make_plan(cfg: DictConfig, facts: Facts, ckpt_dir: Path | None = None) -> Plan:
+    """Compute the plan of one run from a validated config.
+
+    Args:
+        cfg: The config.
+        facts: Suite and GPUs per node.
+        ckpt_dir: The checkpoint to size the model by (default: ``actor.model.model_path``).
+    """
+    plan = Plan(placement=placement(cfg, facts.gpus_per_node))
+    envs = int(_sel(cfg, "env.train.total_num_envs"))
+    epochs = int(_sel(cfg, "env.train.rollout_epoch", 1))
+    steps = int(_sel(cfg, "env.train.max_steps_per_rollout_epoch"))
+    chunks = int(_sel(cfg, "actor.model.num_action_chunks", 1))
+    plan.env_steps = envs * epochs * steps
+    rollout_ranks = len(plan.placement.get("rollout", [])) or 1
+    stages = int(_sel(cfg, "rollout.pipeline_stage_num", 1))
+    plan.policy_calls = rollout_ranks * stages * epochs * (steps // chunks + 1)
+    plan.samples = envs * epochs * (steps // chunks)
+    update_epochs = int(_sel(cfg, "algorithm.update_epoch", 1))
+    gbs = int(_sel(cfg, "actor.global_batch_size"))
+    mbs = int(_sel(cfg, "actor.micro_batch_size"))
+    actor_ranks = len(plan.placement.get("actor", [])) or 1
+    plan.optimizer_steps = update_epochs * plan.samples / gbs
+    plan.micro_batches_per_rank = update_epochs * plan.samples / (mbs * actor_ranks)
+
+    model_type = str(_sel(cfg, "actor.model.model_type"))
+    policy = policy_for(model_type)
+    declared = policy.model.params if policy is not None else (0.0, 0.0)
+    path = ckpt_dir or _sel(cfg, "actor.model.model_path")
+    plan.params, trainable = (checkpoint_sizes(Path(str(path))) if path else None) or declared
+    # Activations and the prefix cache scale with the model's width and depth: a smaller model
+    # (--smoke's) needs less than the declared size's figures.
+    activation_scale = min(1.0, plan.params / declared[0]) if declared[0] else 1.0
+    expert_only = bool(_sel(cfg, "actor.model.dexbotic.train_expert_only", False))
+    plan.trainable = trainable if expert_only else plan.params
+    # full_weights.pt (fp32) + the distributed checkpoint: fp32 params, Adam moments of trainables
+    plan.checkpoint_gb = (4 * plan.params + 4 * plan.params + 8 * plan.trainable) / GB
+    max_steps = int(_sel(cfg, "runner.max_steps", 0))
+    save = int(_sel(cfg, "runner.save_interval", 0))
+    plan.saves = (max_steps // save if save > 0 else 0) + (1 if save > 0 and max_steps % save
+                                                           else 0)
+    precision = str(_sel(cfg, "actor.model.precision", "bf16"))
+    weight_bytes = 2 if precision in ("bf16", "fp16") else 4
+    plan.attention = str(_sel(cfg, "actor.model.dexbotic.attention", "eager"))
+    kv_bytes = policy.model.prefix_kv_bytes * activation_scale if policy is not None else 0.0
+    if expert_only and kv_bytes:
+        plan.prefix_cache = _prefix_cache_plan(cfg, kv_bytes * weight_bytes / 2 * plan.samples
+                                               / actor_ranks / GB, update_epochs)
+    per_sample = ACTIVATION_GB_PER_SAMPLE if expert_only else FULL_FT_ACTIVATION_GB_PER_SAMPLE
+    for comp, gpus in plan.placement.items():
+        for node, gpu in gpus:
+            key = node * facts.gpus_per_node + gpu
+            mem = plan.memory_gb_per_gpu.get(key, 0.0)
+            if comp == "actor":
+                mem += (4 * plan.params + 16 * plan.trainable) / actor_ranks / GB
+                mem += per_sample * mbs * activation_scale
+                mem += plan.prefix_cache.device_gb if plan.prefix_cache else 0.0
+            elif comp == "rollout":
+                mem += weight_bytes * plan.params / GB
+            elif comp == "env":
+                mem += ENV_GB_PER_GPU
+            plan.memory_gb_per_gpu[key] = mem
+    return plan
+
+
+def _prefix_cache_plan(cfg: DictConfig, need_gb: float, update_epochs: int) -> PrefixCachePlan:
+    device = min(need_gb, float(_sel(cfg, "actor.model.dexbotic.prefix_cache.device_gb", 0.0)))
+    host = min(need_gb - device, float(_sel(cfg, "actor.model.dexbotic.prefix_cache.host_gb",
+                                            0.0)))
+    return PrefixCachePlan(need_gb, device, host, update_epochs)
+
+
+def render_prefix_cache(cache: PrefixCachePlan | None) -> list[str]:
+    """The prefix cache lines of the plan (none without ``train_expert_only``)."""
+    if cache is None:
+        return []
+    passes = cache.cached_fraction + (1 - cache.cached_fraction) * cache.update_epochs
+    return [f"Training prefix cache per actor rank: ≈{_gb(cache.need_gb)} for all samples; "
+            f"≈{_gb(cache.device_gb)} on the GPU, ≈{_gb(cache.host_gb)} pinned on the host",
+            f"  {cache.cached_fraction:.0%} of samples computed once; ≈{passes:.2f} prefix "
+            f"passes per sample per global step (recomputing: {cache.update_epochs})"]
+
+
+def render_plan(plan: Plan, gpus_per_node: int) -> list[str]:
+    """The plan as lines of text."""
+    lines = ["Placement (node:gpu):"]
+    for comp, gpus in plan.placement.items():
+        ids = ", ".join(f"{n}:{g}" for n, g in gpus)
+        lines.append(f"  {comp:<8} {len(gpus)} rank(s) on {ids}")
+    lines += ["Per node (RLINF_NODE_RANK):", *(f"  {line}" for line in
+                                                render_by_node(plan.placement))]
+    lines += [
+        "Per global step:",
+        f"  env steps        {plan.env_steps:,}",
+        f"  policy calls     {plan.policy_calls:,} (rollout batches, incl. bootstrap values)",
+        f"  training samples {plan.samples:,} (action chunks)",
+        f"  optimizer steps  {plan.optimizer_steps:g}",
+        f"  micro-batches    {plan.micro_batches_per_rank:g} per actor rank",
+        f"Model: ≈{_count(plan.params)} parameters, ≈{_count(plan.trainable)} trainable",
+        *render_prefix_cache(plan.prefix_cache),
+        f"Attention: {plan.attention}" + (" (GPU lever, not yet measured on a GPU)"
+                                          if plan.attention != "eager" else
+                                          " (reference; sdpa: GPU lever, default off)"),
+        f"Checkpoints: ≈{_gb(plan.checkpoint_gb)} each, {plan.saves} save(s) → "
+        f"≈{_gb(plan.checkpoint_gb * plan.saves)} of disk",
+        "Memory estimate per GPU (analytic):",
+    ]
+    for key, gb in sorted(plan.memory_gb_per_gpu.items()):
+        lines.append(f"  {key // gpus_per_node}:{key % gpus_per_node}  ≈{_gb(gb)}")
+    return lines
+
+
+def _count(n: float) -> str:
+    """A parameter count in B, M or k (a tiny --smoke model is not "0.00 B")."""
+    for unit, scale in (("B", 1e9), ("M", 1e6), ("k", 1e3)):
+        if n >= scale:
+            return f"{n / scale:.3g} {unit}"
+    return f"{n:.0f}"
+
+
+def _gb(gb: float) -> str:
+    """A size given in GB, in the unit that reads best."""
+    return size(gb * GB)
