@@ -456,5 +456,7 @@ def dead_actor_causes() -> list[tuple[str, str, list[str]]]:
         cause = json.dumps(death) if death else "unknown cause"
         if "ray.kill" in cause:  # killed on purpose (RLinf's or dexrl's clean-up)
             continue
+        if (death or {}).get("actorDiedErrorContext", {}).get("reason") == "OUT_OF_SCOPE":
+            continue  # released by its owner: the driver's own teardown at the end of a run
         causes.append((actor["ActorClassName"], cause[:300], [cause]))
     return causes

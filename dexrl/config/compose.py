@@ -7,16 +7,12 @@ import re
 import warnings
 from importlib import resources
 from pathlib import Path
-from typing import TYPE_CHECKING
 
 from omegaconf import DictConfig, OmegaConf, open_dict
 
 from dexrl.catalog import SUITES, config_name, did_you_mean, policies
 from dexrl.dotted import flatten
 from dexrl.errors import DexrlError
-
-if TYPE_CHECKING:
-    pass
 
 
 def conf_dir() -> Path:

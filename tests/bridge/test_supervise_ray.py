@@ -57,6 +57,26 @@ def test_a_dead_worker_is_named_without_the_dashboard(ray_without_dashboard: Non
     assert "ray.kill" not in causes[0][1]
 
 
+def test_a_worker_released_by_its_owner_is_not_a_failure(ray_without_dashboard: None) -> None:
+    """At the end of a run the driver drops its workers (Ray: OUT_OF_SCOPE); a health check
+    that lands then must not report them (seen once in the two-node resume)."""
+    from dexrl.bridge.nodes import job_actors
+
+    def released() -> int:
+        return sum(1 for a in job_actors() if a.get("State") == "DEAD"
+                   and "OUT_OF_SCOPE" in str(a.get("DeathCause")))
+
+    before = released()
+    worker = DexrlEnv.remote()
+    ray.get(worker.ping.remote())
+    del worker
+    deadline = time.monotonic() + 30
+    while released() == before and time.monotonic() < deadline:
+        time.sleep(0.2)
+    assert released() > before
+    assert not [c for c in supervise.dead_actor_causes() if "OUT_OF_SCOPE" in c[2][0]]
+
+
 def test_the_supervisor_stops_a_run_whose_worker_died(ray_without_dashboard: None,
                                                       tmp_path: Path) -> None:
     _crash_one_and_kill_one()
