@@ -14,8 +14,6 @@ from typing import Any, Literal
 
 from dexrl.errors import one_line
 
-__all__ = ["one_line"]  # doctor's areas name it with the rest of the result helpers
-
 Status = Literal["ok", "warn", "fail", "skip"]
 STATUSES: tuple[Status, ...] = ("ok", "warn", "fail", "skip")
 

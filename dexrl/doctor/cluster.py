@@ -22,8 +22,9 @@ from omegaconf import DictConfig, OmegaConf
 
 from dexrl.bridge.nodes import OtherRay, other_ray_instances
 from dexrl.config.compose import renders
-from dexrl.doctor import GIB, CheckResult, cuda, extension, fail, guarded, ok, one_line, skip, warn
+from dexrl.doctor import GIB, CheckResult, cuda, extension, fail, guarded, ok, skip, warn
 from dexrl.doctor.context import NO_CONFIG_FIX, Context
+from dexrl.errors import one_line
 
 GB = 1e9
 ENV_PROCESS_BYTES = 2.2 * GB  # RSS of one LIBERO env subprocess, measured (rlinf-notes)

@@ -10,7 +10,8 @@ from dataclasses import dataclass, field
 from importlib import import_module
 from typing import Any
 
-from dexrl.doctor import CheckResult, fail, ok, one_line
+from dexrl.doctor import CheckResult, fail, ok
+from dexrl.errors import one_line
 from dexrl.subproc import ProbeError, run_probe
 
 # Compiled modules built against numpy's C API that a run imports (pyarrow through Ray's
