@@ -117,10 +117,8 @@ def lost_node_check(nodes: Sequence[NodeRecord], run_dir: str
     """A check the supervisor calls: the error naming lost nodes, or None while all are alive."""
 
     def check(step: int) -> DexrlError | None:
-        import ray
-
         try:
-            alive = {n["NodeID"] for n in ray.nodes() if n.get("Alive")}
+            alive = {n["NodeID"] for n in live_nodes()}
         except Exception as exc:  # the head itself is gone: nothing more to learn
             print(f"dexrl: Ray did not list its nodes: {exc!r}", file=sys.stderr)
             return None
@@ -189,19 +187,19 @@ def check_address(address: str, timeout: float = 5.0, connect_timeout: float = 6
                          code="ray-not-working") from None
 
 
-def alive_nodes() -> int:
-    """How many nodes of the connected Ray cluster are alive."""
+def live_nodes() -> list[dict[str, Any]]:
+    """Ray's records of the connected cluster's live nodes (``NodeID``, resources, ...)."""
     import ray
 
-    return sum(1 for n in ray.nodes() if n.get("Alive"))
+    return [n for n in ray.nodes() if n.get("Alive")]
 
 
 def attach(address: str) -> Callable[[], int]:
-    """Connect this process to the Ray cluster at ``address``; returns :func:`alive_nodes`."""
+    """Connect this process to the Ray cluster at ``address``; returns a live-node counter."""
     import ray
 
     ray.init(address=address, logging_level=logging.ERROR, log_to_driver=False)
-    return alive_nodes
+    return lambda: len(live_nodes())
 
 
 def connect(address: str) -> dict[str, Any]:

@@ -17,6 +17,7 @@ import traceback
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 
+from dexrl.bridge.nodes import live_nodes
 from dexrl.bridge.registry import EXT_MODULE
 from dexrl.errors import DexrlError
 
@@ -193,7 +194,7 @@ def check_registration(
     try:
         runtime_env = {"env_vars": {**(env or {}), EXT_MODULE_VAR: ext_module}}
         remote_probe = ray.remote(num_cpus=0, max_retries=0)(probe)
-        nodes = [n for n in ray.nodes() if n["Alive"]]
+        nodes = live_nodes()
         refs = [
             remote_probe.options(
                 runtime_env=runtime_env,

@@ -20,7 +20,7 @@ from typing import Any
 
 from omegaconf import DictConfig, OmegaConf
 
-from dexrl.bridge.nodes import OtherRay, other_ray_instances
+from dexrl.bridge.nodes import OtherRay, live_nodes, other_ray_instances
 from dexrl.config.compose import renders
 from dexrl.doctor import GIB, CheckResult, cuda, extension, fail, guarded, ok, skip, warn
 from dexrl.doctor.context import NO_CONFIG_FIX, Context
@@ -124,7 +124,7 @@ def probe_nodes(timeout: float) -> list[NodeFacts]:
     import ray
     from ray.util.scheduling_strategies import NodeAffinitySchedulingStrategy
 
-    alive = [n for n in ray.nodes() if n.get("Alive")]
+    alive = live_nodes()
     task = ray.remote(num_cpus=0, max_retries=0)(node_report)
     pin = [NodeAffinitySchedulingStrategy(n["NodeID"], soft=False) for n in alive]
     refs = [task.options(scheduling_strategy=p).remote() for p in pin]
