@@ -137,7 +137,7 @@ def remove_stale_files(local_dir: Path, snapshot: Snapshot) -> list[str]:
             (Path(local_dir) / name).unlink(missing_ok=True)
             record.unlink()
         except OSError as exc:
-            raise _os_error(exc, Path(local_dir) / name) from None
+            raise disk_error(exc, Path(local_dir) / name) from None
         removed.append(name)
     return removed
 
@@ -161,7 +161,7 @@ def ensure_writable(path: Path) -> None:
         with tempfile.TemporaryFile(dir=path):
             pass
     except OSError as exc:
-        raise _os_error(exc, path) from None
+        raise disk_error(exc, path) from None
 
 
 @contextmanager
@@ -209,7 +209,7 @@ def hub_errors(repo_id: str, revision: str, endpoint: str, *, stage: str,
     except requests.RequestException as exc:
         raise _network_error(exc, repo_id, endpoint, stage) from None
     except OSError as exc:
-        raise _os_error(exc, dest) from None
+        raise disk_error(exc, dest) from None
 
 
 def _network_error(exc: BaseException, repo_id: str, endpoint: str, stage: str) -> DexrlError:
@@ -223,7 +223,8 @@ def _network_error(exc: BaseException, repo_id: str, endpoint: str, stage: str) 
                       "HF_HUB_OFFLINE=1 to use a copy downloaded before", code="hub-unreachable")
 
 
-def _os_error(exc: OSError, path: Path | None) -> DexrlError:
+def disk_error(exc: OSError, path: Path | None) -> DexrlError:
+    """A download's failed write or read at ``path`` in dexrl's words (disk full, not writable)."""
     where = str(path) if path else None
     if exc.errno == errno.ENOSPC:
         return DexrlError("no space left on the device", "free disk space, or choose another "

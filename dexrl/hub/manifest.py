@@ -9,7 +9,7 @@ from pathlib import Path
 from typing import Any
 
 from dexrl.errors import DexrlError
-from dexrl.hub.client import _os_error, file_problems
+from dexrl.hub.client import disk_error, file_problems
 from dexrl.runs import durable
 
 MANIFEST_NAME = "dexrl-checkpoint.json"
@@ -68,7 +68,7 @@ def write_manifest(directory: Path, manifest: Manifest, name: str = MANIFEST_NAM
         durable.sync_tree(directory)
         durable.write_json(path, {"format": _MANIFEST_FORMAT, **asdict(manifest)})
     except OSError as exc:
-        raise _os_error(exc, path) from None
+        raise disk_error(exc, path) from None
     return path
 
 
@@ -99,7 +99,7 @@ def remove_manifest(directory: Path, name: str = MANIFEST_NAME) -> None:
     except FileNotFoundError:
         return
     except OSError as exc:
-        raise _os_error(exc, Path(directory)) from None
+        raise disk_error(exc, Path(directory)) from None
 
 
 def checkpoint_provenance(model_path: str | None) -> dict[str, Any] | None:
