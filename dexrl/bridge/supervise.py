@@ -296,13 +296,15 @@ class Supervisor:
                 last_event = time.monotonic()
                 self._deliver(event)
                 continue
-            if self.failure.event.is_set() or health.tripped.is_set():
-                raise self._worker_failure()
-            if not self._thread.is_alive():
+            if not self._thread.is_alive():  # workers dropped by the loop's end look dead
                 self._drain()
+                if self.failure.event.is_set():
+                    raise self._worker_failure()
                 if outcome.error is not None:
                     raise self._runner_error(outcome)
                 return
+            if self.failure.event.is_set() or health.tripped.is_set():
+                raise self._worker_failure()
             idle = time.monotonic() - last_event
             if idle > self.stall_timeout_s:
                 raise self._stall(idle)
@@ -442,6 +444,9 @@ def failed_task_causes(wait_s: float = 10.0) -> list[tuple[str, str, list[str]]]
 # The classes dexrl launches (dexrl.bridge.workers); RLinf's own short-lived helper actors die
 # on purpose and are not failures.
 WORKER_CLASSES = frozenset({"DexrlActor", "DexrlRollout", "DexrlEnv"})
+# Ray's reasons for an actor whose owner dropped every handle (ActorDiedErrorContext.Reason):
+# OUT_OF_SCOPE, or REF_DELETED once lineage references are gone too (both seen with Ray 2.60).
+RELEASED = frozenset({"OUT_OF_SCOPE", "REF_DELETED"})
 
 
 def dead_actor_causes() -> list[tuple[str, str, list[str]]]:
@@ -456,7 +461,7 @@ def dead_actor_causes() -> list[tuple[str, str, list[str]]]:
         cause = json.dumps(death) if death else "unknown cause"
         if "ray.kill" in cause:  # killed on purpose (RLinf's or dexrl's clean-up)
             continue
-        if (death or {}).get("actorDiedErrorContext", {}).get("reason") == "OUT_OF_SCOPE":
+        if (death or {}).get("actorDiedErrorContext", {}).get("reason") in RELEASED:
             continue  # released by its owner: the driver's own teardown at the end of a run
         causes.append((actor["ActorClassName"], cause[:300], [cause]))
     return causes
