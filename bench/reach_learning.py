@@ -1,19 +1,26 @@
-"""How much return and success rise in reach learning runs, against a control that cannot learn.
+"""Learning runs on dexrl's built-in reach tasks through RLinf, against controls that cannot learn.
 
 Run by hand (it starts Ray and RLinf; on a shared machine take the heavy-run lock)::
 
-    flock /tmp/dexrl-heavy.lock .venv/bin/python bench/reach_learning.py --seeds 0 1 2
+    flock /tmp/dexrl-heavy.lock .venv/bin/python bench/reach_learning.py --task reach_cued \\
+        --models pi0 dm0 --seeds 0 1 2
 
-Each seed runs ``dexrl train --suite reach --model pi0 --smoke`` for ``--steps`` global steps
-twice: as shipped, and with the policy's learning rate 0 (the control). Printed per run: return
-and success averaged over the first and the last 3 steps, wall time and median step time; then
-the mean rise and its spread over seeds, for both arms. All runs' curves are overlaid in
-``OUT/seeds.png``.
+Each seed and model runs ``dexrl train --suite TASK --model MODEL --smoke`` for ``--steps``
+global steps once per arm: ``ppo`` (as shipped), ``control`` (the policy's learning rate 0) and,
+on ``reach_cued``, ``ablation`` (one fixed instruction and no target in the image, in training and
+in evaluation). Printed per run: return and success averaged over the first and the last
+``--window`` steps, wall time and median step time. On ``reach_cued`` each run's last checkpoint
+is then evaluated with ``dexrl eval`` (``--eval-episodes`` per target, deterministic actions):
+as trained, and for ``ppo`` also with the image cue masked, the instruction masked, and both.
+Then per arm: the mean over seeds, its spread, and whether success clears the blind bound by
+two standard errors of the seed mean (``ppo``) or stays within them (``control``, ``ablation``).
+All runs' curves are overlaid in ``OUT/seeds.png``.
 """
 
 from __future__ import annotations
 
 import argparse
+import math
 import os
 import statistics
 import tempfile
@@ -21,50 +28,94 @@ import time
 from pathlib import Path
 
 from dexrl.curves import plot_runs
-from dexrl.testing.reach import CONTROL, rise, run_reach
+from dexrl.testing.reach import (
+    ABLATION,
+    CONTROL,
+    MASK_IMAGE,
+    MASK_INSTRUCTION,
+    evaluate,
+    rise,
+    run_reach,
+)
+
+MASKS = {"as trained": (), "image masked": MASK_IMAGE, "instruction masked": MASK_INSTRUCTION,
+         "both masked": MASK_IMAGE + MASK_INSTRUCTION}
 
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--task", default="reach", choices=("reach", "reach_cued"))
+    parser.add_argument("--models", nargs="+", default=["pi0"])
     parser.add_argument("--seeds", type=int, nargs="+", default=[0, 1, 2])
     parser.add_argument("--steps", type=int, default=20)
+    parser.add_argument("--window", type=int, default=3, help="steps averaged at each end")
+    parser.add_argument("--arms", nargs="+", default=None,
+                        help="ppo, control, ablation (default: all the task has)")
+    parser.add_argument("--eval-episodes", type=int, default=100, help="per target")
     parser.add_argument("--out", type=Path, default=None, help="folder for the run folders")
-    parser.add_argument("--no-control", action="store_true")
+    parser.add_argument("--set", nargs="*", default=[], metavar="KEY=VALUE",
+                        help="overrides for every run (e.g. actor.micro_batch_size=16)")
     args = parser.parse_args()
     out = args.out or Path(tempfile.mkdtemp(prefix="reach-bench-"))
     out.mkdir(parents=True, exist_ok=True)
-    arms = {"ppo": ()} if args.no_control else {"ppo": (), "control": CONTROL}
-    print(f"load average at start: {os.getloadavg()[0]:.1f} (2 cores, shared machine)")
-    header = (f"{'arm':8} {'seed':>4} {'return first→last':>20} {'success first→last':>20} "
-              f"{'wall s':>7} {'step s':>7}")
-    print(header)
-    rises: dict[str, list[tuple[float, float]]] = {arm: [] for arm in arms}
+    cued = args.task == "reach_cued"
+    known = {"ppo": (), "control": CONTROL, **({"ablation": ABLATION} if cued else {})}
+    arms = {a: known[a] for a in (args.arms or known)}
+    print(f"load average at start: {os.getloadavg()[0]:.1f} ({os.cpu_count()} cores)")
+    print(f"{'model':5} {'arm':8} {'seed':>4} {'return first→last':>20} "
+          f"{'success first→last':>20} {'wall s':>7} {'step s':>7}")
+    ends: dict[tuple[str, str], list[float]] = {}
+    evals: dict[tuple[str, str, str], list[float]] = {}
+    bound = None
     dirs = []
-    for seed in args.seeds:
-        for arm, overrides in arms.items():
-            run_dir = out / f"{arm}-s{seed}"
-            start = time.perf_counter()
-            curves = run_reach(run_dir, seed, args.steps, *overrides)
-            wall = time.perf_counter() - start
-            ret, succ = rise(curves, "env/return"), rise(curves, "env/success_once")
-            steps = curves.series["time/step"][1][1:]  # after the first
-            rises[arm].append((ret[1] - ret[0], succ[1] - succ[0]))
-            dirs.append(run_dir)
-            print(f"{arm:8} {seed:>4} {ret[0]:>9.3f} → {ret[1]:>7.3f} {succ[0]:>9.2f} → "
-                  f"{succ[1]:>7.2f} {wall:>7.0f} {statistics.median(steps):>7.1f}", flush=True)
-    for arm, values in rises.items():
-        r = [v[0] for v in values]
-        s = [v[1] for v in values]
-        spread = statistics.stdev(r) if len(r) > 1 else 0.0
-        print(f"{arm}: return rise mean {statistics.fmean(r):+.3f} (sd {spread:.3f}, "
-              f"min {min(r):+.3f}), success rise mean {statistics.fmean(s):+.2f} "
-              f"(min {min(s):+.2f}) over {len(r)} seed(s)")
-    if "control" in rises:
-        gap = statistics.fmean(v[0] for v in rises["ppo"]) - statistics.fmean(
-            v[0] for v in rises["control"])
-        print(f"return rise, PPO minus control: {gap:+.3f}")
+    for model in args.models:
+        for seed in args.seeds:
+            for arm, overrides in arms.items():
+                run_dir = out / f"{model}-{arm}-s{seed}"
+                start = time.perf_counter()
+                curves = run_reach(run_dir, seed, args.steps, *args.set, *overrides,
+                                   suite=args.task, model=model)
+                wall = time.perf_counter() - start
+                ret = rise(curves, "env/return", args.window)
+                succ = rise(curves, "env/success_once", args.window)
+                steps = curves.series["time/step"][1][1:]  # after the first
+                ends.setdefault((model, arm), []).append(succ[1])
+                dirs.append(run_dir)
+                print(f"{model:5} {arm:8} {seed:>4} {ret[0]:>9.3f} → {ret[1]:>7.3f} "
+                      f"{succ[0]:>9.2f} → {succ[1]:>7.2f} {wall:>7.0f} "
+                      f"{statistics.median(steps):>7.1f}", flush=True)
+                if not cued:
+                    continue
+                masks = MASKS if arm == "ppo" else {"as trained": ()}
+                for mask, extra in masks.items():
+                    data = evaluate(run_dir, out / "eval" / f"{run_dir.name}-{mask[:4]}",
+                                    args.eval_episodes, *extra)
+                    bound = data["blind_bound"]["success_rate"]
+                    rate = data["overall"]["success_rate"]
+                    evals.setdefault((model, arm, mask), []).append(rate)
+                    per_target = " ".join(f"{r['success_rate']:.2f}" for r in data["per_task"])
+                    print(f"      eval {mask:20} success {rate:.3f} "
+                          f"(per target {per_target})", flush=True)
+    _summary(ends, "training success, last window", bound)
+    if cued:
+        _summary({(m, f"{a}, {k}"): v for (m, a, k), v in evals.items()},
+                 "eval success (deterministic)", bound)
     print(f"curves: {plot_runs(dirs, out / 'seeds.png')}")
     print(f"load average at end: {os.getloadavg()[0]:.1f}")
+
+
+def _summary(values: dict[tuple[str, str], list[float]], what: str, bound: float | None) -> None:
+    """Mean, sd and two standard errors of the seed mean per arm, against the blind bound."""
+    print(f"\n{what}" + (f" (blind bound {bound:.3f})" if bound is not None else ""))
+    for (model, arm), xs in values.items():
+        mean = statistics.fmean(xs)
+        sd = statistics.stdev(xs) if len(xs) > 1 else 0.0
+        margin = 2 * sd / math.sqrt(len(xs))
+        verdict = ""
+        if bound is not None:
+            verdict = "above the bound" if mean - margin > bound else "not above the bound"
+        print(f"  {model:5} {arm:32} mean {mean:.3f} sd {sd:.3f} (2 SE {margin:.3f}) over "
+              f"{len(xs)} seed(s): {' '.join(f'{x:.2f}' for x in xs)}  {verdict}")
 
 
 if __name__ == "__main__":

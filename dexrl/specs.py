@@ -39,11 +39,14 @@ SUITES: dict[str, Suite] = {
         Suite("libero_goal", 300, 10),
         Suite("libero_10", 520, 10),
         Suite("libero_90", 400, 90),
-        # dexrl's built-in reach task (conf/env/reach.yaml), for learning runs on a CPU.
+        # dexrl's built-in tasks (conf/env/reach*.yaml), for learning runs on a CPU; reach_cued
+        # has 3 targets as shipped (its env config may set more).
         Suite("reach", 10, 1, smoke=None, libero=False),
+        Suite("reach_cued", 10, 3, smoke=None, libero=False),
     )
 }
 LIBERO_SUITES = tuple(name for name, s in SUITES.items() if s.libero)
+BUILTIN_TASKS = tuple(name for name, s in SUITES.items() if not s.libero)
 
 
 @dataclass(frozen=True)
@@ -168,12 +171,14 @@ POLICIES: dict[str, Policy] = {
     p.name: p
     for p in (
         Policy("pi0", "dexbotic_pi0", "Dexbotic π0: SigLIP + Gemma-2B with a Gemma action expert",
-               "dexrl.bridge.pi0_policy:build", model=PI0, suites=(*LIBERO_SUITES, "reach"),
+               "dexrl.bridge.pi0_policy:build", model=PI0,
+               suites=(*LIBERO_SUITES, *BUILTIN_TASKS),
                smoke_checkpoint="dexrl.testing.tiny_pi0:write_tiny_pi0"),
         # dexbotic_dm0 is also an RLinf built-in, which dexrl replaces only once its own adapter
         # is installed.
         Policy("dm0", "dexbotic_dm0", "Dexbotic DM0: PE ViT-L/14@728 + Qwen3 with a Qwen3 expert",
                "dexrl.bridge.dm0_policy:build", template="dexbotic_dm0", model=DM0,
+               suites=(*LIBERO_SUITES, *BUILTIN_TASKS),
                smoke_checkpoint="dexrl.testing.dm0:write_tiny_dm0", always_register=False),
     )
 }

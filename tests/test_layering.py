@@ -81,7 +81,7 @@ def test_no_command_imports_another() -> None:
 RANKS: dict[str, int] = {
     "dexrl": 0, "dexrl.errors": 0, "dexrl.units": 0, "dexrl.versions": 0, "dexrl.vec_env": 0,
     "dexrl.console": 0, "dexrl.specs": 0, "dexrl.dotted": 0,
-    "dexrl.plugins": 1, "dexrl.subproc": 1,
+    "dexrl.plugins": 1, "dexrl.subproc": 1, "dexrl.reach_task": 1,
     "dexrl.catalog": 2,
     "dexrl.runs": 3,
     "dexrl.models": 4, "dexrl.curves": 4,

@@ -1,30 +1,42 @@
-"""A small built-in task in LIBERO's observation format, for learning runs on a CPU.
+"""dexrl's built-in tasks in LIBERO's observation format, for learning runs on a CPU: ``reach``
+(one fixed target) and ``reach_cued`` (the target named by the instruction and drawn in the main
+camera image; its rules are :mod:`dexrl.reach_task`).
 
 Design notes: docs/design/learning-checks.md.
 """
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from typing import Any
 
 import numpy as np
 import torch
 
-INSTRUCTION = "move the gripper to the green target"
+from dexrl.reach_task import BACKGROUND, GRIPPER_RGB, INSTRUCTION, PALETTE, SECTION, CuedTask
+
 TARGET_RGB = (40, 200, 60)
-GRIPPER_RGB = (220, 40, 40)
-BACKGROUND = 96
+REACH_GRIPPER_RGB = (220, 40, 40)
+DISC = 1 / 16  # disc radius as a fraction of the image side
+CUE_DISC = 1 / 8  # the cued target is drawn larger than the gripper
 
 
 class ReachEnv:
-    """``num_envs`` reach episodes stepped together (RLinf's env constructor signature)."""
+    """``num_envs`` reach episodes stepped together (RLinf's env constructor signature).
+
+    Each env moves a point by its actions' first three dims and is rewarded for the distance it
+    gains toward its goal, plus a bonus on reaching it; the episode ends (the point freezes) on
+    success, or when :meth:`_misses` says so.
+    """
+
+    section = "reach"
+    axes = np.ones(3)  # which of x, y, z the actions move
 
     def __init__(self, cfg: Any, num_envs: int, seed_offset: int, total_num_processes: int,
                  worker_info: Any) -> None:
         self.cfg = cfg
         self.num_envs = num_envs
-        task = cfg.reach
-        self.target = np.asarray(task.target, dtype=np.float64)
+        task = cfg[self.section]
         self.start_low = np.asarray(task.start_low, dtype=np.float64)
         self.start_high = np.asarray(task.start_high, dtype=np.float64)
         self.step_size = float(task.step_size)
@@ -35,8 +47,10 @@ class ReachEnv:
         self._rng = np.random.default_rng(int(cfg.seed) + seed_offset)
         self.is_start = True
         self.pos = np.zeros((num_envs, 3))
+        self.goal = np.zeros((num_envs, 3))
         self.distance = np.zeros(num_envs)
         self.success_once = np.zeros(num_envs, dtype=bool)
+        self.ended = np.zeros(num_envs, dtype=bool)
         self.returns = np.zeros(num_envs)
         self.elapsed_steps = np.zeros(num_envs, dtype=np.int32)
         self.success_len = np.zeros(num_envs, dtype=np.int32)
@@ -46,10 +60,8 @@ class ReachEnv:
         """Start new episodes (all envs by default) at random places in the start box."""
         idx = np.arange(self.num_envs) if env_idx is None else np.asarray(env_idx)
         self.is_start = False
-        self.pos[idx] = self._rng.uniform(self.start_low, self.start_high, (len(idx), 3))
-        self.distance[idx] = self._distance()[idx]
-        for array in (self.success_once, self.returns, self.elapsed_steps, self.success_len):
-            array[idx] = 0
+        self._place(idx, self._rng.uniform(self.start_low, self.start_high, (len(idx), 3)),
+                    self._draw_goals(len(idx)))
         return self._obs(), {}
 
     def update_reset_state_ids(self) -> None:
@@ -73,17 +85,19 @@ class ReachEnv:
 
     def step(self, actions: np.ndarray) -> tuple[dict, torch.Tensor, torch.Tensor,
                                                  torch.Tensor, dict]:
-        """One env step for every env: move, reward the distance gained, check success."""
-        active = ~self.success_once
-        move = self.step_size * np.clip(actions[:, :3], -1.0, 1.0)
+        """One env step for every env: move, reward the distance gained, check the end."""
+        active = ~self.ended
+        move = self.step_size * np.clip(actions[:, :3], -1.0, 1.0) * self.axes
         self.pos[active] = np.clip(self.pos[active] + move[active], -1.0, 1.0)
-        distance = self._distance()
+        distance = np.linalg.norm(self.pos - self.goal, axis=1)
         reached = active & (distance < self.success_radius)
+        missed = active & ~reached & self._misses()
         reward = np.where(active, self.distance - distance, 0.0) + self.success_bonus * reached
         self.distance = distance
         self.elapsed_steps += 1
         self.success_len[reached] = self.elapsed_steps[reached]
         self.success_once |= reached
+        self.ended |= reached | missed
         self.returns += reward
         truncated = self.elapsed_steps >= self.max_episode_steps
         length = np.where(self.success_once, self.success_len, self.elapsed_steps)
@@ -92,33 +106,156 @@ class ReachEnv:
                    "reward": self.returns / np.maximum(length, 1)}
         infos = {"episode": {k: torch.from_numpy(np.asarray(v)) for k, v in episode.items()}}
         return (self._obs(), torch.from_numpy(reward).float(),
-                torch.from_numpy(self.success_once.copy()), torch.from_numpy(truncated), infos)
+                torch.from_numpy(self.ended.copy()), torch.from_numpy(truncated), infos)
 
-    # Observations -------------------------------------------------------------------------
-    def _distance(self) -> np.ndarray:
-        return np.linalg.norm(self.pos - self.target, axis=1)
+    # What dexrl eval drives ---------------------------------------------------------------
+    def start(self, idx: Sequence[int], goals: Sequence[int], seeds: Sequence[int]) -> dict:
+        """Start envs ``idx`` on goal indices ``goals`` at starts drawn from ``seeds``."""
+        starts = np.stack([np.random.default_rng(s).uniform(self.start_low, self.start_high)
+                           for s in seeds])
+        self.is_start = False
+        self._place(np.asarray(idx), starts, np.asarray(goals))
+        return self._obs()
+
+    # The task's own parts -----------------------------------------------------------------
+    def _place(self, idx: np.ndarray, starts: np.ndarray, goals: np.ndarray) -> None:
+        self.pos[idx] = starts
+        self._set_goals(idx, goals)
+        self.distance[idx] = np.linalg.norm(self.pos[idx] - self.goal[idx], axis=1)
+        for array in (self.success_once, self.ended, self.returns, self.elapsed_steps,
+                      self.success_len):
+            array[idx] = 0
+
+    def _draw_goals(self, count: int) -> np.ndarray:
+        return np.zeros(count, dtype=np.int64)
+
+    def _set_goals(self, idx: np.ndarray, goals: np.ndarray) -> None:
+        self.goal[idx] = np.asarray(self.cfg.reach.target, dtype=np.float64)
+
+    def _misses(self) -> np.ndarray:
+        """Envs whose step ended the episode as a failure (none, in ``reach``)."""
+        return np.zeros(self.num_envs, dtype=bool)
 
     def _obs(self) -> dict[str, Any]:
         states = np.zeros((self.num_envs, 8), dtype=np.float32)
         states[:, :3] = self.pos
-        return {
-            "main_images": self._view(axes=(0, 1)),
-            "wrist_images": self._view(axes=(0, 2)),
-            "states": torch.from_numpy(states),
-            "task_descriptions": [INSTRUCTION] * self.num_envs,
-        }
+        main, wrist = self._images()
+        return {"main_images": main, "wrist_images": wrist, "states": torch.from_numpy(states),
+                "task_descriptions": self._instructions()}
 
-    def _view(self, axes: tuple[int, int]) -> torch.Tensor:
-        """Target and gripper as discs on a plain background, projected on two axes."""
+    def _images(self) -> tuple[torch.Tensor, torch.Tensor]:
+        """(main, wrist) frames: the target and the gripper seen from the top and the side."""
+        discs = [(self.goal, TARGET_RGB, DISC), (self.pos, REACH_GRIPPER_RGB, DISC)]
+        return self._view((0, 1), discs), self._view((0, 2), discs)
+
+    def _instructions(self) -> list[str]:
+        return [INSTRUCTION] * self.num_envs
+
+    def _view(self, axes: tuple[int, int], discs: list[tuple[np.ndarray, Any, float]]
+              ) -> torch.Tensor:
+        """Discs (points [N, 3], RGB per env or one for all, radius as a fraction of the side)
+        on a plain background, projected on two axes (+second axis up); later discs cover
+        earlier ones."""
         h, w = self.size
         rows = np.arange(h)[None, :, None]
         cols = np.arange(w)[None, None, :]
         frames = np.full((self.num_envs, h, w, 3), BACKGROUND, dtype=np.uint8)
-        radius = max(h, w) / 16
-        for points, color in ((np.broadcast_to(self.target, self.pos.shape), TARGET_RGB),
-                              (self.pos, GRIPPER_RGB)):
-            r = (1 - points[:, axes[1]]) / 2 * (h - 1)  # +y / +z up
+        for points, color, fraction in discs:
+            radius = max(h, w) * fraction
+            r = (1 - points[:, axes[1]]) / 2 * (h - 1)
             c = (points[:, axes[0]] + 1) / 2 * (w - 1)
             disc = (rows - r[:, None, None]) ** 2 + (cols - c[:, None, None]) ** 2 <= radius ** 2
-            frames[disc] = color
+            rgb = np.broadcast_to(np.asarray(color, dtype=np.uint8), (self.num_envs, 3))
+            frames[disc] = np.repeat(rgb, disc.sum(axis=(1, 2)), axis=0)
         return torch.from_numpy(frames)
+
+
+class CuedReachEnv(ReachEnv):
+    """The cued reach task: each episode's goal is one of K targets, named by the instruction
+    and drawn in the main camera image; the gripper moves in the targets' plane (z stays put),
+    its position is in the state, the goal's is not; entering another target's success ball
+    ends the episode as a failure."""
+
+    section = SECTION
+    axes = np.array([1.0, 1.0, 0.0])  # the gripper moves in the targets' (table) plane
+
+    def __init__(self, cfg: Any, num_envs: int, seed_offset: int, total_num_processes: int,
+                 worker_info: Any) -> None:
+        super().__init__(cfg, num_envs, seed_offset, total_num_processes, worker_info)
+        self.task = CuedTask.from_config(cfg[SECTION])
+        self.targets = np.asarray(self.task.targets, dtype=np.float64)
+        self.colors = np.asarray([PALETTE[c] for c in self.task.colors], dtype=np.uint8)
+        self.goal_id = np.zeros(num_envs, dtype=np.int64)
+
+    def _draw_goals(self, count: int) -> np.ndarray:
+        return self._rng.integers(0, len(self.targets), count)
+
+    def _set_goals(self, idx: np.ndarray, goals: np.ndarray) -> None:
+        self.goal_id[idx] = goals
+        self.goal[idx] = self.targets[goals]
+
+    def _misses(self) -> np.ndarray:
+        near = np.linalg.norm(self.pos[:, None] - self.targets[None], axis=2) < self.success_radius
+        near[np.arange(self.num_envs), self.goal_id] = False
+        return near.any(axis=1)
+
+    def _images(self) -> tuple[torch.Tensor, torch.Tensor]:
+        """From the top: the named target as a disc of its colour on a backdrop tinted with it
+        (the cue, unless ablated: a random tiny vision tower barely sees a disc alone), and the
+        gripper; from the side: the gripper alone."""
+        cue = [(self.goal, self.colors[self.goal_id], CUE_DISC)] if self.task.show_cue else []
+        main = self._view((0, 1), [*cue, (self.pos, GRIPPER_RGB, DISC)])
+        if self.task.show_cue:  # the backdrop takes the target's colour, half strength
+            tint = torch.from_numpy(self.colors[self.goal_id] // 2 + BACKGROUND // 2)
+            plain = (main == BACKGROUND).all(-1)
+            main[plain] = tint[:, None, None, :].expand_as(main)[plain]
+        return main, self._view((0, 2), [(self.pos, GRIPPER_RGB, DISC)])
+
+    def _instructions(self) -> list[str]:
+        return [self.task.instruction_for(int(g)) for g in self.goal_id]
+
+
+class TaskVecEnv:
+    """A built-in task's envs behind the evaluation loop's ``VecEnv`` interface.
+
+    An episode's ``task_id`` is its goal (the target index; 0 in ``reach``) and its
+    ``scene_seed`` draws its start, so an episode looks the same in any slot or batch.
+
+    Args:
+        cfg: The task's env config (``dexrl_env`` names the task).
+        model_type: The policy's RLinf model type, for RLinf's action post-processing.
+        action_chunk: Actions per policy call.
+    """
+
+    def __init__(self, cfg: Any, model_type: str, action_chunk: int) -> None:
+        from dexrl.bridge.registry import register
+        from dexrl.bridge.workers import dexrl_env_class
+
+        register()  # prepare_actions looks the model type up in RLinf's registry
+        self.num_envs = int(cfg.total_num_envs)
+        self._model_type = model_type
+        self._chunk = action_chunk
+        self._env = dexrl_env_class(str(cfg.dexrl_env))(cfg, self.num_envs, 0, 1, None)
+
+    def reset(self, env_ids: Sequence[int], episodes: Sequence[Any]) -> dict[str, Any]:
+        """Start each episode (an :class:`dexrl.vec_env.Episode`) in its env."""
+        return self._env.start(env_ids, [e.task_id for e in episodes],
+                               [e.scene_seed for e in episodes])
+
+    def step_chunk(self, actions: np.ndarray) -> Any:
+        """Post-process the actions as RLinf's env worker does, then step every env."""
+        from rlinf.envs.action_utils import prepare_actions
+
+        from dexrl.vec_env import ChunkStep
+
+        prepared = prepare_actions(raw_chunk_actions=actions, env_type="libero",
+                                   model_type=self._model_type, num_action_chunks=self._chunk,
+                                   action_dim=actions.shape[-1])
+        observations, _, _, _, infos = self._env.chunk_step(prepared)
+        # Success, not the end of the episode: entering the wrong target ends it as a failure.
+        successes = np.stack([np.asarray(i["episode"]["success_once"]) for i in infos], axis=1)
+        return ChunkStep(list(observations), successes)
+
+    def close(self) -> None:
+        """Nothing to release (the envs live in this process)."""
+

@@ -75,7 +75,8 @@ class DexrlRollout(MultiStepRolloutWorker):
 
 
 # dexrl's own tasks: the value of an env config's ``dexrl_env`` key -> "module:class".
-DEXRL_ENVS = {"reach": "dexrl.bridge.reach_env:ReachEnv"}
+DEXRL_ENVS = {"reach": "dexrl.bridge.reach_env:ReachEnv",
+              "reach_cued": "dexrl.bridge.reach_env:CuedReachEnv"}
 
 
 class DexrlEnv(EnvWorker):

@@ -38,6 +38,12 @@ Examples:
       init_params.camera_widths=224
       key=value overrides of the LIBERO env config (env/<suite>.yaml).
 
+  dexrl eval --ckpt runs/reach_cued_pi0_<time> --suite reach_cued --episodes-per-task 100 \\
+      reach_cued.show_cue=false
+      dexrl's cued reach task (one row per target), here with the target left out of the image:
+      the success rate beside the blind bound shows whether the policy still reads its
+      instruction (docs/learning.md).
+
 Two runs with the same arguments play the same episodes: fixed initial states per (task, trial),
 seeds recorded, deterministic policy sampling (ODE from seeded noise).
 """
@@ -47,7 +53,8 @@ def eval_command(
     ckpt: str = typer.Option(..., "--ckpt", help="Dexbotic checkpoint folder (or a repo id "
                              "fetched by `dexrl download`), RLinf run folder, global_step_N "
                              "folder or its full_weights.pt."),
-    suite: str = typer.Option(..., "--suite", "-s", help="LIBERO suite, e.g. libero_spatial."),
+    suite: str = typer.Option(..., "--suite", "-s", help="LIBERO suite (e.g. libero_spatial) "
+                              "or dexrl task (reach, reach_cued)."),
     tasks: str = typer.Option(None, "--tasks", help="Task ids, e.g. 0,3-5 (default: all)."),
     episodes_per_task: int = typer.Option(50, "--episodes-per-task", help="Trials per task: "
                                           "initial states 0..n-1."),
@@ -75,9 +82,9 @@ def eval_command(
     verbose: bool = typer.Option(False, "--verbose", "-v", help="Show third-party output "
                                  "(robosuite, gym, warnings) instead of logging it to "
                                  "OUT/eval.log."),
-    overrides: list[str] = typer.Argument(None, help="LIBERO env config overrides, key=value."),
+    overrides: list[str] = typer.Argument(None, help="Env config overrides, key=value."),
 ) -> None:
-    """Evaluate a checkpoint on LIBERO through RLinf's own env wrapper."""
+    """Evaluate a checkpoint on LIBERO through RLinf's own env wrapper, or on a dexrl task."""
     from dexrl.bridge.supervise import Output
     from dexrl.evaluation import report, session
     from dexrl.hub.home import resolve_ckpt
@@ -157,6 +164,8 @@ def _show_results(results: dict, out_dir: Path, out_console: Console) -> None:
     from dexrl.evaluation import report
 
     out_console.print(report.results_table(results))
+    if results.get("blind_bound"):
+        out_console.print(report.blind_bound_line(results))
     for table in (report.reference_table(results),
                   results.get("comparison") and report.comparison_table(results["comparison"])):
         if table is not None:

@@ -21,6 +21,7 @@ from dexrl.catalog import SUITES, load_reference, policies, policy_for
 from dexrl.config.schema import check_values
 from dexrl.errors import Finding
 from dexrl.hub.verify import check_checkpoint_dir
+from dexrl.reach_task import SECTION, check_section
 
 # Actions DM0 executes per chunk according to RLinf's Dexbotic docs and its model/dexbotic_dm0.yaml
 # (the model's trajectory length); RLinf's DM0 PPO configs, and dexrl's, set 5.
@@ -335,6 +336,19 @@ def check_dm0_settings(cfg: DictConfig) -> list[Finding]:
     return findings
 
 
+def check_tasks(cfg: DictConfig) -> list[Finding]:
+    """The settings of dexrl's cued reach task, in each env config that runs it."""
+    findings: list[Finding] = []
+    for split in ("train", "eval"):
+        if _get(cfg, f"env.{split}.dexrl_env") != SECTION:
+            continue
+        section = OmegaConf.to_container(cfg.env[split].get(SECTION) or {}, resolve=True)
+        size = (_count(cfg, f"env.{split}.init_params.camera_heights"),
+                _count(cfg, f"env.{split}.init_params.camera_widths"))
+        findings += check_section(section, size, f"env.{split}.{SECTION}")
+    return findings
+
+
 def run_config_checks(cfg: DictConfig, facts: Facts) -> list[Finding]:
     """The value schema, then every check across keys, in a stable order; collects all problems.
 
@@ -351,5 +365,6 @@ def run_config_checks(cfg: DictConfig, facts: Facts) -> list[Finding]:
     findings += check_runner(cfg)
     findings += check_model(cfg, facts)
     findings += check_dexbotic(cfg)
+    findings += check_tasks(cfg)
     return values + [f for f in findings
                      if f.where not in bad and not any(f"{k}=" in f.message for k in bad)]

@@ -17,6 +17,7 @@ from typing import Any
 
 from dexrl.catalog import LIBERO_SUITES
 from dexrl.errors import Finding
+from dexrl.reach_task import PALETTE
 
 # rlinf/config.py torch_dtype_from_precision: everything it maps to a dtype (null keeps the
 # checkpoint's dtype).
@@ -77,7 +78,7 @@ class Key:
     Attributes:
         pattern: Dotted key; ``*`` matches one level.
         type: ``int``, ``float`` (ints accepted), ``bool``, ``str``, ``list[str]``,
-            ``list[float]``, joined with ``|``; ``null`` allows null.
+            ``list[float]``, ``list``, joined with ``|``; ``null`` allows null.
         meaning: What RLinf (or dexrl) does with it.
         range: Allowed numbers as an interval (``[1, inf)``), or None.
         choices: Allowed values (for a list, allowed items), or None.
@@ -106,7 +107,7 @@ class Key:
 
 _TYPE_WORDS = {"int": "an integer", "float": "a number", "bool": "true or false",
                "str": "a string", "list[str]": "a list of strings",
-               "list[float]": "a list of numbers"}
+               "list[float]": "a list of numbers", "list": "a list"}
 POS = "[1, inf)"  # a positive count
 NONNEG = "[0, inf)"
 UNIT = "[0, 1]"
@@ -157,18 +158,40 @@ SCHEMA: tuple[Key, ...] = (
     _k("env.*.video_cfg.video_base_dir", "str", "Folder for the videos."),
     _k("env.*.init_params.camera_heights", "int", "Camera image height in pixels.", POS),
     _k("env.*.init_params.camera_widths", "int", "Camera image width in pixels.", POS),
-    # dexrl's built-in reach task (conf/env/reach.yaml, dexrl.bridge.reach_env), not RLinf's.
+    # dexrl's built-in tasks (conf/env/reach*.yaml, dexrl.bridge.reach_env), not RLinf's.
     _k("env.*.dexrl_env", "str", "A dexrl task that dexrl's env worker builds instead of RLinf's "
-       "LiberoEnv (the learning run on a CPU).", choices=("reach",)),
+       "LiberoEnv (the learning runs on a CPU).", choices=("reach", "reach_cued")),
     _k("env.*.reach.target", "list[float]", "Reach: the target point (x, y, z) in the unit cube."),
-    _k("env.*.reach.start_low", "list[float]", "Reach: low corner of the box episodes start in."),
-    _k("env.*.reach.start_high", "list[float]", "Reach: high corner of the box episodes start in."),
-    _k("env.*.reach.step_size", "float", "Reach: position change per env step at |action| = 1.",
-       "(0, inf)"),
-    _k("env.*.reach.success_radius", "float", "Reach: success once the point is this close to "
-       "the target.", "(0, inf)"),
-    _k("env.*.reach.success_bonus", "float", "Reach: reward added on reaching the target.",
-       NONNEG),
+    _k("env.*.reach.start_low", "list[float]",
+       "Reach: low corner of the box episodes start in."),
+    _k("env.*.reach.start_high", "list[float]",
+       "Reach: high corner of the box episodes start in."),
+    _k("env.*.reach.step_size", "float",
+       "Reach: position change per env step at |action| = 1.", "(0, inf)"),
+    _k("env.*.reach.success_radius", "float",
+       "Reach: success once the point is this close to the target.", "(0, inf)"),
+    _k("env.*.reach.success_bonus", "float",
+       "Reach: reward added on reaching the target.", NONNEG),
+    _k("env.*.reach_cued.targets", "list", "Cued reach: the target points [[x, y, z], ...]; "
+       "each episode names one (at least 2, success balls disjoint)."),
+    _k("env.*.reach_cued.colors", "list[str]", "Cued reach: the colour of each target, named by "
+       "the instruction and drawn in the main image.", choices=tuple(PALETTE)),
+    _k("env.*.reach_cued.instruction", "str", "Cued reach: the instruction template ({color} "
+       "becomes the named target's colour)."),
+    _k("env.*.reach_cued.fixed_instruction", "str|null", "Cued reach ablation: one instruction "
+       "for every episode (null: name the target)."),
+    _k("env.*.reach_cued.show_cue", _BOOL, "Cued reach: draw the named target in the main image "
+       "(false: an ablation)."),
+    _k("env.*.reach_cued.start_low", "list[float]",
+       "Cued reach: low corner of the box episodes start in."),
+    _k("env.*.reach_cued.start_high", "list[float]",
+       "Cued reach: high corner of the box episodes start in."),
+    _k("env.*.reach_cued.step_size", "float",
+       "Cued reach: position change per env step at |action| = 1.", "(0, inf)"),
+    _k("env.*.reach_cued.success_radius", "float",
+       "Cued reach: success once the point is this close to the target.", "(0, inf)"),
+    _k("env.*.reach_cued.success_bonus", "float",
+       "Cued reach: reward added on reaching the target.", NONNEG),
     _k("env.group_name", "str", "Name of RLinf's env worker group."),
     _k("env.enable_offload", _BOOL, "Offload env workers between rollouts."),
     # --- actor.model (RLinf's get_model, then dexrl's Dexbotic adapters) ---
@@ -393,6 +416,8 @@ def _is(type_: str, value: Any) -> bool:
         return isinstance(value, (int, float)) and not isinstance(value, bool)
     if type_ == "str":
         return isinstance(value, str)
+    if type_ == "list":
+        return isinstance(value, list)
     if type_ == "list[str]":
         return isinstance(value, list) and all(isinstance(v, str) for v in value)
     if type_ == "list[float]":

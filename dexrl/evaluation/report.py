@@ -35,6 +35,15 @@ def results_table(results: Mapping[str, Any]) -> Table:
     return table
 
 
+def blind_bound_line(results: Mapping[str, Any]) -> str:
+    """The task's blind bound beside this run's success rate."""
+    bound = results["blind_bound"]
+    verdict = "above it" if bound["above"] else "not above it (95 % interval)"
+    return (f"Blind bound: {_pct(bound['success_rate'])} % (no policy that ignores the "
+            f"instruction and the image does better); this run: {_rate(results['overall'])}, "
+            f"{verdict}")
+
+
 def settings_table(config: Mapping[str, Any]) -> Table:
     """Each value the run uses and where it came from."""
     table = Table(title="Evaluation settings", show_header=True)

@@ -55,7 +55,8 @@ def build_results(*, suite: str, checkpoint: Mapping[str, Any], config: Mapping[
                   seed: int, episodes: Sequence[EpisodeResult], languages: Mapping[int, str],
                   wall_time_s: float, environment: Mapping[str, Any],
                   reference: list[dict[str, Any]] | None = None,
-                  comparison: dict[str, Any] | None = None) -> dict[str, Any]:
+                  comparison: dict[str, Any] | None = None,
+                  blind_bound: float | None = None) -> dict[str, Any]:
     """Assemble the ``results.json`` content (see the module docstring)."""
     per_task, overall = summarize(episodes, languages)
     return {
@@ -79,6 +80,12 @@ def build_results(*, suite: str, checkpoint: Mapping[str, Any], config: Mapping[
         "episodes": [asdict(e) for e in episodes],
         "reference": reference,
         "comparison": comparison,
+        "blind_bound": None if blind_bound is None else {
+            "success_rate": blind_bound,
+            "above": overall["ci95"][0] > blind_bound,
+            "meaning": "no policy that ignores the instruction and the image succeeds more "
+                       "often (dexrl.reach_task.CuedTask.blind_bound); above: the 95 % "
+                       "interval's low end exceeds it"},
     }
 
 

@@ -20,9 +20,16 @@ from dexrl.evaluation import results as res
 from dexrl.evaluation.episode_loop import EpisodeResult, LoopSettings, Timings, run_episodes
 from dexrl.evaluation.episodes import parse_tasks, plan_episodes
 from dexrl.evaluation.reference import references_for
-from dexrl.evaluation.settings import EvalSettings, env_config, resolve_settings
+from dexrl.evaluation.settings import (
+    EvalSettings,
+    env_config,
+    resolve_settings,
+    user_env_config,
+)
 from dexrl.evaluation.sources import CheckpointSource, load_eval_policy, resolve_checkpoint
 from dexrl.evaluation.videos import VideoRecorder, write_gallery
+from dexrl.reach_task import blind_bound
+from dexrl.reach_task import languages as task_languages
 from dexrl.runs import durable
 from dexrl.runs.layout import eval_dir
 from dexrl.vec_env import Episode
@@ -62,34 +69,55 @@ def prepare(*, ckpt: str | Path, suite: str, tasks: str | None, episodes_per_tas
             dtype: str | None, env_overrides: Sequence[str],
             allow_suite_mismatch: bool = False) -> Prepared:
     """Resolve and check every input; raises DexrlError on the first problem, writes nothing."""
-    from dexrl.bridge.libero_env import check_assets, suite_info
     from dexrl.catalog import get_suite
-    from dexrl.errors import DexrlError
 
     suite_name = get_suite(suite).name
-    if not get_suite(suite).libero:
-        raise DexrlError(f"dexrl eval runs LIBERO suites; {suite_name} is a training task",
-                         "pass a LIBERO suite (e.g. --suite libero_spatial); a reach run's "
-                         "success rate is in its curves (`dexrl plot RUN_DIR`)", where="--suite",
-                         code="eval-suite-not-libero")
     source = resolve_checkpoint(ckpt, base)
-    check_assets()
-    info = suite_info(suite_name)
-    task_ids = parse_tasks(tasks, len(info.languages))
-    episodes = plan_episodes(task_ids, episodes_per_task, info.init_states, seed)
+    libero = get_suite(suite).libero
+    if libero:
+        from dexrl.bridge.libero_env import check_assets, suite_info
+
+        check_assets()
+        info = suite_info(suite_name)
+        languages, init_states = info.languages, info.init_states
+    else:  # a dexrl task: the goals come from its env config, each trial draws its own start
+        task_cfg = user_env_config(suite_name, source, env_overrides)
+        check_task(task_cfg, suite_name)
+        languages = task_languages(suite_name, task_cfg)
+        init_states = dict.fromkeys(languages, max(episodes_per_task, 1))
+    task_ids = parse_tasks(tasks, len(languages))
+    episodes = plan_episodes(task_ids, episodes_per_task, init_states, seed)
     settings = resolve_settings(
         source, suite=suite_name, tasks=task_ids, episodes_per_task=episodes_per_task,
         num_envs=num_envs, seed=seed, num_steps=num_steps, action_chunk=action_chunk,
         max_episode_steps=max_episode_steps, video=video, device=device, dtype=dtype,
         env_overrides=env_overrides, allow_suite_mismatch=allow_suite_mismatch)
+    env_cfg = env_config(settings, source)
     out_dir = Path(out).expanduser() if out else default_out(source, suite_name)
     stale = res.check_out_dir(out_dir, overwrite)
     other = None
     if compare:
         other = (str(compare), res.load_results(Path(compare)))
         res.check_same_suite(suite_name, other[1], str(compare))
-    return Prepared(source, settings, info.languages, info.init_states, episodes, out_dir,
-                    stale, env_config(settings, source), other)
+    return Prepared(source, settings, languages, init_states, episodes, out_dir, stale, env_cfg,
+                    other)
+
+
+def check_task(env_cfg: DictConfig, suite: str) -> None:
+    """Raise the first problem of a dexrl task's settings (after the eval's overrides)."""
+    from omegaconf import OmegaConf
+
+    from dexrl.errors import DexrlError, errors
+    from dexrl.reach_task import SECTION, check_section
+
+    if suite != SECTION:
+        return
+    section = OmegaConf.to_container(env_cfg[SECTION], resolve=True)
+    size = (int(env_cfg.init_params.camera_heights), int(env_cfg.init_params.camera_widths))
+    found = errors(check_section(section, size, SECTION))
+    if found:
+        raise DexrlError(found[0].message, found[0].hint, where=found[0].where,
+                         code="eval-task-invalid")
 
 
 def default_out(source: CheckpointSource, suite: str) -> Path:
@@ -112,6 +140,8 @@ def run(prepared: Prepared, *, command: list[str],
         on_episode: Callable[[EpisodeResult], None] | None = None) -> dict[str, Any]:
     """Run the prepared evaluation and write its results; returns the results.json content."""
     from dexrl.bridge.libero_env import LiberoVecEnv
+    from dexrl.bridge.reach_env import TaskVecEnv
+    from dexrl.catalog import get_suite
     from dexrl.runs.record import git_state
     from dexrl.versions import installed_versions
 
@@ -124,7 +154,8 @@ def run(prepared: Prepared, *, command: list[str],
     config = policy.network.config
     loop = LoopSettings(s.num_steps, s.action_chunk, s.max_episode_steps,
                         (config.chunk_size, config.action_dim))
-    env = LiberoVecEnv(prepared.env_cfg, prepared.source.model_type, s.action_chunk)
+    vec_env = LiberoVecEnv if get_suite(s.suite).libero else TaskVecEnv
+    env = vec_env(prepared.env_cfg, prepared.source.model_type, s.action_chunk)
     try:
         res.claim_out_dir(prepared.out, prepared.stale)
         recorder = VideoRecorder(prepared.out, s.video)
@@ -162,7 +193,7 @@ def _finish(prepared: Prepared, outcomes: list[EpisodeResult], timings: Timings,
         suite=s.suite, checkpoint=prepared.source.describe(), config=s.record(), seed=s.seed,
         episodes=outcomes, languages=prepared.languages, wall_time_s=wall,
         environment={**environment, "command": command, "timing": timings.__dict__},
-        reference=reference)
+        reference=reference, blind_bound=blind_bound(s.suite, prepared.env_cfg))
     if prepared.other is not None:
         data["comparison"] = res.compare(data, prepared.other[1], prepared.other[0])
     write_gallery(prepared.out, data["episodes"], prepared.languages,

@@ -153,22 +153,25 @@ def resolve_device(device: str) -> str:
     return device
 
 
-def env_config(settings: EvalSettings, source: CheckpointSource) -> DictConfig:
-    """The RLinf LIBERO env config: dexrl's ``env/<suite>.yaml``, the run's camera settings,
-    the eval's own values, then the user's ``key=value`` overrides.
+def user_env_config(suite: str, source: CheckpointSource, overrides: Sequence[str]
+                    ) -> DictConfig:
+    """dexrl's ``env/<suite>.yaml``, the run's camera settings (and a dexrl task's own
+    settings), then the user's ``key=value`` overrides.
 
     Raises:
         DexrlError: an override of an unknown key, of a key a flag controls, or unparsable.
     """
     from dexrl.config.compose import conf_dir
 
-    cfg = OmegaConf.load(conf_dir() / "env" / f"{settings.suite}.yaml")
+    cfg = OmegaConf.load(conf_dir() / "env" / f"{suite}.yaml")
     trained = source.training
-    if trained and trained.init_params and trained.suite == settings.suite:
+    if trained and trained.init_params and trained.suite == suite:
         cfg.init_params = OmegaConf.merge(cfg.init_params, trained.init_params)
+    if trained and trained.task and trained.suite == suite:  # a dexrl task's settings
+        cfg[suite] = OmegaConf.merge(cfg[suite], trained.task)
     cfg.video_cfg.video_base_dir = ""  # dexrl records its own videos; RLinf's recorder is unused
     OmegaConf.set_struct(cfg, True)
-    for item in settings.env_overrides:
+    for item in overrides:
         key, sep, _ = item.partition("=")
         key = key.strip()
         if not sep or not key:
@@ -188,6 +191,17 @@ def env_config(settings: EvalSettings, source: CheckpointSource) -> DictConfig:
                              "init_params.camera_heights=224)", where=item,
                              code="eval-env-override-invalid") from None
     OmegaConf.set_struct(cfg, False)
+    return cfg
+
+
+def env_config(settings: EvalSettings, source: CheckpointSource) -> DictConfig:
+    """The env config an evaluation runs: :func:`user_env_config`, then the eval's own values
+    (suite, seed, envs, horizon, tasks, fixed episodes).
+
+    Raises:
+        DexrlError: as :func:`user_env_config`.
+    """
+    cfg = user_env_config(settings.suite, source, settings.env_overrides)
     cfg.merge_with({
         "task_suite_name": settings.suite, "seed": settings.seed,
         "total_num_envs": settings.num_envs, "max_episode_steps": settings.max_episode_steps,

@@ -36,11 +36,12 @@ class TrainingInfo:
     """What the checkpoint's training run used, when known.
 
     Attributes:
-        suite: LIBERO suite trained on.
+        suite: LIBERO suite or dexrl task trained on.
         num_action_chunks: Actions executed per policy call in training.
         num_steps: Denoising steps in training.
         init_params: LIBERO env ``init_params`` (camera sizes) of the run.
         source: The file these values were read from.
+        task: A dexrl task's own section of the training env config (targets, cues).
     """
 
     suite: str | None
@@ -48,6 +49,7 @@ class TrainingInfo:
     num_steps: int | None
     init_params: dict[str, Any] | None
     source: str
+    task: dict[str, Any] | None = None
 
 
 @dataclass(frozen=True)
@@ -233,12 +235,15 @@ def _training_from_config(cfg: Any, run_dir: Path) -> TrainingInfo:
 
     init_params = get("env.eval.init_params") or get("env.train.init_params")
     chunks, steps = get("actor.model.num_action_chunks"), get("actor.model.num_steps")
+    task = get("env.train.dexrl_env")
+    section = get(f"env.train.{task}") if task else None
     return TrainingInfo(
-        suite=get("env.train.task_suite_name"),
+        suite=get("env.train.task_suite_name") or task,
         num_action_chunks=int(chunks) if chunks is not None else None,
         num_steps=int(steps) if steps is not None else None,
         init_params=OmegaConf.to_container(init_params) if init_params is not None else None,
         source=f"{run_dir}/config.yaml",
+        task=OmegaConf.to_container(section, resolve=True) if section is not None else None,
     )
 
 

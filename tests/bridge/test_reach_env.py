@@ -6,7 +6,8 @@ import numpy as np
 import pytest
 import torch
 
-from dexrl.bridge.reach_env import GRIPPER_RGB, INSTRUCTION, TARGET_RGB, ReachEnv
+from dexrl.bridge.reach_env import INSTRUCTION, TARGET_RGB, ReachEnv
+from dexrl.bridge.reach_env import REACH_GRIPPER_RGB as GRIPPER_RGB
 from dexrl.config.compose import compose
 
 
@@ -20,7 +21,7 @@ def make(cfg, num_envs: int = 4) -> ReachEnv:  # noqa: ANN001
 
 
 def toward_target(env: ReachEnv) -> np.ndarray:
-    direction = env.target - env.pos
+    direction = env.goal - env.pos
     return np.concatenate([direction / np.abs(direction).max(1, keepdims=True),
                            np.zeros((env.num_envs, 4))], axis=1)
 

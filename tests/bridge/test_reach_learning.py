@@ -1,4 +1,5 @@
-"""The reach task through the whole RLinf pipeline (`dexrl train --suite reach --smoke`).
+"""The built-in reach tasks through the whole RLinf pipeline (`dexrl train --suite reach --smoke`,
+`--suite reach_cued`).
 
 Each test starts real `dexrl train` subprocesses (Ray, RLinf's actor/rollout/env workers, the
 embodied runner) with a tiny random π0, and reads the run's own TensorBoard events.
@@ -19,7 +20,7 @@ from pathlib import Path
 import pytest
 from hidden_packages import env_without
 
-from dexrl.testing.reach import CONTROL, rise, run_reach
+from dexrl.testing.reach import ABLATION, CONTROL, evaluate, rise, run_reach
 
 MIN_RISE = 0.3  # return, last 3 steps minus first 3 (PPO rose by more on every seed measured)
 CONTROL_BAND = 0.2  # the control's return moved less than this on every seed measured
@@ -27,11 +28,13 @@ STEPS = 20
 
 
 @pytest.mark.spawns
-def test_reach_runs_through_rlinf_and_draws_curves(tmp_path: Path) -> None:
+@pytest.mark.parametrize("model", ["pi0", "dm0"])
+def test_the_cued_task_runs_through_rlinf_and_draws_curves(tmp_path: Path, model: str) -> None:
     """Two global steps: the task, RLinf's workers, metrics in TensorBoard, curves.png; with
     LIBERO, robosuite and MuJoCo hidden, since a task that renders nothing must not need them."""
     hidden = env_without(tmp_path / "hidden")
-    curves = run_reach(tmp_path / "run", seed=0, steps=2, env=hidden)
+    curves = run_reach(tmp_path / "run", seed=0, steps=2, suite="reach_cued", model=model,
+                       env=hidden)
     assert curves.series["env/return"][0] == [1, 2]
     assert all(0.0 <= s <= 1.0 for s in curves.series["env/success_once"][1])
     assert all(v > 0 for v in curves.series["train/actor/grad_norm"][1])  # the policy trains
@@ -48,3 +51,27 @@ def test_ppo_raises_return_and_the_control_does_not(tmp_path: Path) -> None:
     assert abs(c_last - c_first) < CONTROL_BAND, (c_first, c_last)
     s_first, s_last = rise(learned, "env/success_once")
     assert s_last > s_first, (s_first, s_last)
+
+
+# The cued task: bench/reach_learning.py --task reach_cued (docs/learning.md) gives the figures. Success of the final checkpoint under `dexrl eval` (deterministic actions,
+# EVAL_EPISODES per target): PPO's 95 % interval must lie above the blind bound, the ablation's
+# must not.
+CUED_STEPS = 100
+EVAL_EPISODES = 50
+FAST = ("actor.micro_batch_size=16",)  # one process: the same batches in fewer passes
+
+
+@pytest.mark.slow
+@pytest.mark.xfail(strict=True, reason="not reached yet within the CPU budget: the final "
+                   "checkpoint scored 0.320 (π0, 100 steps) and 0.340 (DM0, 60 steps) against the "
+                   "bound 0.333 (docs/learning.md#the-cued-reach-task)")
+@pytest.mark.parametrize("model", ["pi0", "dm0"])
+def test_ppo_reads_the_cues_past_the_blind_bound_and_the_ablation_does_not(
+        tmp_path: Path, model: str) -> None:
+    rates = {}
+    for arm, overrides in (("ppo", ()), ("ablation", ABLATION)):
+        run_reach(tmp_path / arm, 0, CUED_STEPS, *FAST, *overrides, suite="reach_cued",
+                  model=model)
+        rates[arm] = evaluate(tmp_path / arm, tmp_path / f"{arm}-eval", EVAL_EPISODES)
+    assert rates["ppo"]["blind_bound"]["above"], rates["ppo"]["overall"]
+    assert not rates["ablation"]["blind_bound"]["above"], rates["ablation"]["overall"]

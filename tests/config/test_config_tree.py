@@ -27,7 +27,8 @@ REF_CONF = EMBODIED_PATH / "config"
 
 ALL_CONFIGS = [config_name(s, p) for s in LIBERO_SUITES for p in POLICIES]
 # dexrl's own task (not an RLinf mirror): tests/test_reach_config.py
-REACH_CONFIGS = ["reach_ppo_dexbotic_pi0"]
+REACH_CONFIGS = [f"{task}_ppo_dexbotic_{m}" for task in ("reach", "reach_cued")
+                 for m in ("pi0", "dm0")]
 
 # Keys whose resolved value may differ from RLinf's, with the reason (also written in conf/).
 DOCUMENTED = {

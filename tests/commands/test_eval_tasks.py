@@ -1,0 +1,80 @@
+"""`dexrl eval` on dexrl's built-in tasks through the real CLI: a per-target table with Wilson
+intervals and the blind bound, repeatable episodes, masks as env overrides, and bad task settings
+as one error line that writes nothing."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+from typer.testing import CliRunner
+
+from dexrl.cli import app
+
+runner = CliRunner()
+SMALL = ["--suite", "reach_cued", "--episodes-per-task", "4", "--num-envs", "4"]
+
+
+@pytest.fixture(scope="module")
+def cued_run(tiny_pi0_dir: Path, tmp_path_factory: pytest.TempPathFactory) -> Path:
+    from rlinf_run import write_tiny_rlinf_run
+
+    return write_tiny_rlinf_run(tmp_path_factory.mktemp("run") / "run", tiny_pi0_dir, step=2,
+                                suite="reach_cued")
+
+
+def run(*args: object):
+    return runner.invoke(app, ["eval", *map(str, args)], env={"COLUMNS": "200"})
+
+
+def test_per_target_table_json_and_blind_bound(cued_run: Path, tmp_path: Path) -> None:
+    result = run("--ckpt", cued_run, *SMALL, "--out", tmp_path / "a")
+    assert result.exit_code == 0, result.output
+    data = json.loads((tmp_path / "a" / "results.json").read_text())
+    assert data["suite"] == "reach_cued" and len(data["episodes"]) == 12
+    assert [r["language"] for r in data["per_task"]] == [
+        f"reach the {c} target" for c in ("red", "green", "blue")]
+    assert all(r["episodes"] == 4 and len(r["ci95"]) == 2 for r in data["per_task"])
+    bound = data["blind_bound"]
+    assert bound["success_rate"] == pytest.approx(1 / 3)
+    assert bound["above"] == (data["overall"]["ci95"][0] > 1 / 3)
+    assert "Blind bound: 33.3 %" in result.output and "red target" in result.output
+    again = run("--ckpt", cued_run, *SMALL, "--out", tmp_path / "b")
+    assert again.exit_code == 0, again.output
+    replay = json.loads((tmp_path / "b" / "results.json").read_text())
+    assert [e["actions_sha256"] for e in replay["episodes"]] == [
+        e["actions_sha256"] for e in data["episodes"]]
+
+
+def test_masks_are_env_overrides_that_change_what_the_policy_sees(cued_run: Path,
+                                                                  tmp_path: Path) -> None:
+    base = run("--ckpt", cued_run, *SMALL, "--out", tmp_path / "base")
+    masked = run("--ckpt", cued_run, *SMALL, "--out", tmp_path / "masked",
+                 "reach_cued.show_cue=false",
+                 "reach_cued.fixed_instruction=move the gripper to the target")
+    assert base.exit_code == 0 and masked.exit_code == 0, masked.output
+    one, two = (json.loads((tmp_path / d / "results.json").read_text())
+                for d in ("base", "masked"))
+    assert two["config"]["env_overrides"][0] == "reach_cued.show_cue=false"
+    assert {r["language"] for r in two["per_task"]} == {"move the gripper to the target"}
+    assert [e["actions_sha256"] for e in one["episodes"]] != [
+        e["actions_sha256"] for e in two["episodes"]]
+
+
+@pytest.mark.parametrize(("args", "code"), [
+    (["--suite", "reach_cue"], "unknown-suite"),
+    (["--suite", "reach_cued", "reach_cued.colors=[red,green]"], "eval-task-invalid"),
+    (["--suite", "reach_cued", "reach_cued.targets=[[0.5,0,0]]"], "eval-task-invalid"),
+    (["--suite", "reach_cued", "init_params.camera_heights=8"], "eval-task-invalid"),
+    (["--suite", "reach_cued", "reach_cued.colours=[red]"], "eval-env-override-invalid"),
+    (["--suite", "reach_cued", "--tasks", "3"], "eval-task-out-of-range"),
+    (["--suite", "reach"], "eval-suite-mismatch"),
+])
+def test_bad_task_input_is_one_error_and_writes_nothing(cued_run: Path, tmp_path: Path,
+                                                        args: list[str], code: str) -> None:
+    result = run("--ckpt", cued_run, "--out", tmp_path / "out", *args)
+    assert result.exit_code == 2, result.output
+    assert f"[{code}]" in result.output, result.output
+    assert result.output.count("error:") == 1 and "Traceback" not in result.output
+    assert not (tmp_path / "out").exists()
