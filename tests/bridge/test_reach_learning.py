@@ -53,7 +53,8 @@ def test_ppo_raises_return_and_the_control_does_not(tmp_path: Path) -> None:
     assert s_last > s_first, (s_first, s_last)
 
 
-# The cued task: bench/reach_learning.py --task reach_cued (docs/learning.md) gives the figures. Success of the final checkpoint under `dexrl eval` (deterministic actions,
+# The cued task: bench/reach_learning.py --task reach_cued (docs/learning.md) gives the
+# figures. Success of the final checkpoint under `dexrl eval` (deterministic actions,
 # EVAL_EPISODES per target): PPO's 95 % interval must lie above the blind bound, the ablation's
 # must not.
 CUED_STEPS = 100
