@@ -3,7 +3,7 @@
 Run by hand (it starts Ray and RLinf; on a shared machine take the heavy-run lock)::
 
     flock /tmp/dexrl-heavy.lock .venv/bin/python bench/reach_learning.py --task reach_cued \\
-        --models pi0 dm0 --seeds 0 1 2
+        --models pi0 dm0 --seeds 0 1 2 --steps 100 --set actor.micro_batch_size=16
 
 Each seed and model runs ``dexrl train --suite TASK --model MODEL --smoke`` for ``--steps``
 global steps once per arm: ``ppo`` (as shipped), ``control`` (the policy's learning rate 0) and,
@@ -53,6 +53,7 @@ def main() -> None:
                         help="ppo, control, ablation (default: all the task has)")
     parser.add_argument("--eval-episodes", type=int, default=100, help="per target")
     parser.add_argument("--out", type=Path, default=None, help="folder for the run folders")
+    parser.add_argument("--timeout", type=float, default=1800.0, help="seconds per run")
     parser.add_argument("--set", nargs="*", default=[], metavar="KEY=VALUE",
                         help="overrides for every run (e.g. actor.micro_batch_size=16)")
     args = parser.parse_args()
@@ -74,7 +75,7 @@ def main() -> None:
                 run_dir = out / f"{model}-{arm}-s{seed}"
                 start = time.perf_counter()
                 curves = run_reach(run_dir, seed, args.steps, *args.set, *overrides,
-                                   suite=args.task, model=model)
+                                   suite=args.task, model=model, timeout_s=args.timeout)
                 wall = time.perf_counter() - start
                 ret = rise(curves, "env/return", args.window)
                 succ = rise(curves, "env/success_once", args.window)

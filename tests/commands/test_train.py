@@ -123,6 +123,23 @@ def test_bad_input_is_refused_before_anything_starts(cwd: Path, args: list[str],
     assert not (cwd / "run").exists()
 
 
+@pytest.mark.parametrize(("args", "where"), [
+    (["--suite", "reach_cue"], "unknown-suite"),
+    (["--suite", "reach_cued", "env.train.reach_cued.targets=[[0.5,0,0]]"],
+     "env.train.reach_cued.targets"),
+    (["--suite", "reach_cued", "env.train.reach_cued.colors=[red,green]"],
+     "env.train.reach_cued.colors"),
+    (["--suite", "reach_cued", "env.eval.init_params.camera_heights=8"], "env.eval.init_params"),
+])
+def test_bad_cued_task_input_is_one_error_and_writes_nothing(cwd: Path, args: list[str],
+                                                             where: str) -> None:
+    result = run("train", *args, "--model", "dm0", "--smoke", "--run-dir", str(cwd / "run"))
+    assert result.exit_code == 2, result.output
+    assert where in result.stderr and result.stderr.count("error:") == 1
+    assert "Traceback" not in result.output
+    assert not (cwd / "run").exists()
+
+
 def test_no_gpu_points_at_smoke_and_doctor(cwd: Path, tiny_pi0_dir: Path) -> None:
     result = run("train", *SPATIAL_PI0, "--ckpt", str(tiny_pi0_dir), "--run-dir", "r")
     assert result.exit_code == 2
