@@ -89,7 +89,7 @@ def main() -> None:
                     continue
                 masks = MASKS if arm == "ppo" else {"as trained": ()}
                 for mask, extra in masks.items():
-                    data = evaluate(run_dir, out / "eval" / f"{run_dir.name}-{mask[:4]}",
+                    data = evaluate(run_dir, out / "eval" / f"{run_dir.name}-{mask.split()[0]}",
                                     args.eval_episodes, *extra)
                     bound = data["blind_bound"]["success_rate"]
                     rate = data["overall"]["success_rate"]
