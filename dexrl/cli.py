@@ -31,7 +31,7 @@ VERBS: dict[str, tuple[str, str]] = {
     "doctor": ("dexrl.commands.doctor", "Check this machine and its Ray cluster for a launch: "
                "every check ok / warn / fail / skip."),
     "eval": ("dexrl.commands.eval",
-             "Evaluate a checkpoint on LIBERO through RLinf's own env wrapper."),
+             "Evaluate a checkpoint on LIBERO (RLinf's env wrapper) or on a dexrl task."),
     "export": ("dexrl.commands.export",
                "Turn an RLinf training checkpoint into a Dexbotic-layout checkpoint folder."),
     "plot": ("dexrl.commands.plot",

@@ -30,6 +30,6 @@ def test_no_namespace_packages() -> None:
 
 def test_conf_is_the_repository_tree() -> None:
     assert conf_dir().resolve() == (ROOT / "conf").resolve()
-    assert len(list_configs()) == 11  # 5 LIBERO suites × π0, DM0 + reach × π0
+    assert len(list_configs()) == 14  # (5 LIBERO suites + reach + reach_cued) × π0, DM0
     groups = {p.parent.name for p in conf_dir().glob("*/*.yaml")}
     assert {"env", "model", "training_backend", "weight_syncer"} <= groups

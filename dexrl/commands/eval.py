@@ -84,7 +84,7 @@ def eval_command(
                                  "OUT/eval.log."),
     overrides: list[str] = typer.Argument(None, help="Env config overrides, key=value."),
 ) -> None:
-    """Evaluate a checkpoint on LIBERO through RLinf's own env wrapper, or on a dexrl task."""
+    """Evaluate a checkpoint on LIBERO (RLinf's env wrapper) or on a dexrl task."""
     from dexrl.bridge.supervise import Output
     from dexrl.evaluation import report, session
     from dexrl.hub.home import resolve_ckpt

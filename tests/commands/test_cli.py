@@ -56,7 +56,7 @@ def test_configs_lists_every_shipped_config() -> None:
     result = runner.invoke(app, ["configs"], env={"COLUMNS": "200"})
     assert result.exit_code == 0
     names = list_configs()
-    assert len(names) == 11  # 5 LIBERO suites × 2 policies + reach × π0
+    assert len(names) == 14  # (5 LIBERO suites + reach + reach_cued) × 2 policies
     for name in names:
         assert name in result.output
 
