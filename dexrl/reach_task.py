@@ -91,6 +91,17 @@ def blind_bound(task: str, env_cfg: Mapping[str, Any]) -> float | None:
     return CuedTask.from_config(env_cfg[SECTION]).blind_bound if task == SECTION else None
 
 
+def check_env(section: Any, init_params: Any, where: str = "") -> list[Finding]:
+    """Problems of the cued task's settings in one env config (plain mappings of its
+    ``reach_cued`` section and ``init_params``), at keys under ``where`` (``env.train``; empty
+    for an env config alone). A camera size that is not a positive integer is the value schema's
+    to report, so the image check skips it."""
+    sides = [(init_params or {}).get(k) for k in ("camera_heights", "camera_widths")]
+    valid = all(isinstance(v, int) and not isinstance(v, bool) and v > 0 for v in sides)
+    size = (sides[0], sides[1]) if valid else (MIN_IMAGE_SIDE, MIN_IMAGE_SIDE)
+    return check_section(section or {}, size, f"{where}.{SECTION}" if where else SECTION)
+
+
 def check_section(section: Any, image_size: tuple[int, int], where: str) -> list[Finding]:
     """Problems of a ``reach_cued`` section that the value schema cannot see, at ``where``.
 
@@ -122,7 +133,8 @@ def check_section(section: Any, image_size: tuple[int, int], where: str) -> list
                               "put {color} in it, e.g. 'reach the {color} target'"))
     if min(image_size) < MIN_IMAGE_SIDE:
         findings.append(Finding(
-            "error", f"{where.rpartition('.')[0]}.init_params", f"{image_size[0]}x{image_size[1]}"
+            "error", ".".join(filter(None, (where.rpartition(".")[0], "init_params"))),
+            f"{image_size[0]}x{image_size[1]}"
             " pixel images are too small to draw the cue",
             f"set init_params.camera_heights and camera_widths to {MIN_IMAGE_SIDE} or more"))
     radius, low, high = (section.get(k) for k in ("success_radius", "start_low", "start_high"))

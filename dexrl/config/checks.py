@@ -21,7 +21,7 @@ from dexrl.catalog import SUITES, load_reference, policies, policy_for
 from dexrl.config.schema import check_values
 from dexrl.errors import Finding
 from dexrl.hub.verify import check_checkpoint_dir
-from dexrl.reach_task import SECTION, check_section
+from dexrl.reach_task import SECTION, check_env
 
 # Actions DM0 executes per chunk according to RLinf's Dexbotic docs and its model/dexbotic_dm0.yaml
 # (the model's trajectory length); RLinf's DM0 PPO configs, and dexrl's, set 5.
@@ -342,10 +342,9 @@ def check_tasks(cfg: DictConfig) -> list[Finding]:
     for split in ("train", "eval"):
         if _get(cfg, f"env.{split}.dexrl_env") != SECTION:
             continue
-        section = OmegaConf.to_container(cfg.env[split].get(SECTION) or {}, resolve=True)
-        size = (_count(cfg, f"env.{split}.init_params.camera_heights"),
-                _count(cfg, f"env.{split}.init_params.camera_widths"))
-        findings += check_section(section, size, f"env.{split}.{SECTION}")
+        env = cfg.env[split]
+        findings += check_env(*(OmegaConf.to_container(env.get(key) or {}, resolve=True)
+                                for key in (SECTION, "init_params")), f"env.{split}")
     return findings
 
 

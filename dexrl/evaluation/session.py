@@ -108,13 +108,12 @@ def check_task(env_cfg: DictConfig, suite: str) -> None:
     from omegaconf import OmegaConf
 
     from dexrl.errors import DexrlError, errors
-    from dexrl.reach_task import SECTION, check_section
+    from dexrl.reach_task import SECTION, check_env
 
     if suite != SECTION:
         return
-    section = OmegaConf.to_container(env_cfg[SECTION], resolve=True)
-    size = (int(env_cfg.init_params.camera_heights), int(env_cfg.init_params.camera_widths))
-    found = errors(check_section(section, size, SECTION))
+    found = errors(check_env(*(OmegaConf.to_container(env_cfg.get(key) or {}, resolve=True)
+                               for key in (SECTION, "init_params"))))
     if found:
         raise DexrlError(found[0].message, found[0].hint, where=found[0].where,
                          code="eval-task-invalid")
