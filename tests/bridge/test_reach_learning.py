@@ -53,26 +53,29 @@ def test_ppo_raises_return_and_the_control_does_not(tmp_path: Path) -> None:
     assert s_last > s_first, (s_first, s_last)
 
 
-# The cued task: bench/reach_learning.py --task reach_cued (docs/learning.md) gives the
-# figures. Success of the final checkpoint under `dexrl eval` (deterministic actions,
-# EVAL_EPISODES per target): PPO's 95 % interval must lie above the blind bound, the ablation's
-# must not.
-CUED_STEPS = 100
+# The cued task. Success of the final checkpoint under `dexrl eval` (deterministic actions,
+# EVAL_EPISODES per target) must clear MIN_CUED_SUCCESS, and its 95 % interval must lie above the
+# blind bound; the ablation's (both cues cut) must not. From bench/reach_learning.py --task
+# reach_cued over seeds 0 1 2 (docs/learning.md#the-cued-reach-task): π0 PPO 0.840 / 0.620 /
+# 0.740 after 60 steps (sd 0.110), DM0 PPO 0.587 / 0.587 / 0.640 after 50 (sd 0.031); the
+# ablations at most 0.293 (π0) and 0.207 (DM0), against the bound 0.333. Each floor sits below
+# its model's lowest PPO seed by more than one sd, and above the bound.
+CUED_STEPS = {"pi0": 60, "dm0": 50}
+MIN_CUED_SUCCESS = {"pi0": 0.5, "dm0": 0.5}
 EVAL_EPISODES = 50
 FAST = ("actor.micro_batch_size=16",)  # one process: the same batches in fewer passes
 
 
 @pytest.mark.slow
-@pytest.mark.xfail(strict=True, reason="not reached on seed 0 yet: its final checkpoint scored "
-                   "0.320 (π0, 100 steps) and 0.340 (DM0, 60 steps) against the bound 0.333; π0 "
-                   "seed 1 reached 0.560 (docs/learning.md#the-cued-reach-task)")
 @pytest.mark.parametrize("model", ["pi0", "dm0"])
 def test_ppo_reads_the_cues_past_the_blind_bound_and_the_ablation_does_not(
         tmp_path: Path, model: str) -> None:
     rates = {}
     for arm, overrides in (("ppo", ()), ("ablation", ABLATION)):
-        run_reach(tmp_path / arm, 0, CUED_STEPS, *FAST, *overrides, suite="reach_cued",
+        run_reach(tmp_path / arm, 0, CUED_STEPS[model], *FAST, *overrides, suite="reach_cued",
                   model=model)
         rates[arm] = evaluate(tmp_path / arm, tmp_path / f"{arm}-eval", EVAL_EPISODES)
-    assert rates["ppo"]["blind_bound"]["above"], rates["ppo"]["overall"]
-    assert not rates["ablation"]["blind_bound"]["above"], rates["ablation"]["overall"]
+    ppo, ablation = rates["ppo"], rates["ablation"]
+    assert ppo["overall"]["success_rate"] > MIN_CUED_SUCCESS[model], ppo["overall"]
+    assert ppo["blind_bound"]["above"], ppo["overall"]
+    assert not ablation["blind_bound"]["above"], ablation["overall"]

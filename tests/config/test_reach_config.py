@@ -39,6 +39,8 @@ def test_builtin_task_configs_keep_the_ppo_settings_of_libero_spatial(name: str)
     mine, theirs = _plain(reach, "actor.model.dexbotic"), _plain(spatial, "actor.model.dexbotic")
     if name == "reach_cued_ppo_dexbotic_dm0":  # the tiny DM0 reads its cues only so
         assert mine.pop("train_expert_only") is False and theirs.pop("train_expert_only")
+    if name.startswith("reach_cued"):  # a random policy explores more to find the cues
+        assert mine.pop("noise_level") == 1.5 and theirs.pop("noise_level") == 0.5
     if model == "dexbotic_dm0":  # the task's short prompts
         assert mine.pop("model_max_length") == 48 and theirs.pop("model_max_length") == 200
     assert mine == theirs
