@@ -30,11 +30,8 @@ from dexrl.bridge.local_ppo import LocalPPO, RolloutStep
 from dexrl.bridge.reach_env import CuedReachEnv
 from dexrl.config.compose import compose
 from dexrl.testing.dm0 import write_tiny_dm0
-from dexrl.testing.reach import FIXED_INSTRUCTION
+from dexrl.testing.reach import MASKS
 from dexrl.testing.tiny_pi0 import write_tiny_pi0
-
-MASKS = {"as trained": (True, None), "image masked": (False, None),
-         "instruction masked": (True, FIXED_INSTRUCTION), "both masked": (False, FIXED_INSTRUCTION)}
 
 
 def main() -> None:
@@ -74,17 +71,17 @@ def main() -> None:
                   f"{statistics.fmean(history[-10:]):.3f}  {time.perf_counter() - start:.0f} s",
                   flush=True)
     ppo.sync_weights()
-    for name, (show_cue, fixed) in MASKS.items():
-        per_target = evaluate(ppo, cfg, calls, args.episodes, show_cue, fixed)
+    for name, overrides in MASKS.items():
+        per_target = evaluate(ppo, cfg, calls, args.episodes, overrides)
         print(f"eval {name:20} success {statistics.fmean(per_target):.3f} "
               f"(per target {' '.join(f'{r:.2f}' for r in per_target)})")
 
 
-def evaluate(ppo: LocalPPO, cfg: DictConfig, calls: int, episodes: int, show_cue: bool,
-             fixed: str | None) -> list[float]:
-    """Deterministic success rate per target over ``episodes`` seeded starts each."""
-    env_cfg = cfg.env.train.copy()
-    env_cfg.reach_cued.show_cue, env_cfg.reach_cued.fixed_instruction = show_cue, fixed
+def evaluate(ppo: LocalPPO, cfg: DictConfig, calls: int, episodes: int,
+             overrides: tuple[str, ...]) -> list[float]:
+    """Deterministic success rate per target over ``episodes`` seeded starts each, in the
+    training env with ``overrides`` (``dexrl eval``'s env override keys, e.g. a mask)."""
+    env_cfg = OmegaConf.merge(cfg.env.train, OmegaConf.from_dotlist(list(overrides)))
     targets = len(env_cfg.reach_cued.targets)
     count = targets * episodes
     env = CuedReachEnv(env_cfg, count, 0, 1, None)

@@ -31,15 +31,11 @@ from dexrl.curves import plot_runs
 from dexrl.testing.reach import (
     ABLATION,
     CONTROL,
-    MASK_IMAGE,
-    MASK_INSTRUCTION,
+    MASKS,
     evaluate,
     rise,
     run_reach,
 )
-
-MASKS = {"as trained": (), "image masked": MASK_IMAGE, "instruction masked": MASK_INSTRUCTION,
-         "both masked": MASK_IMAGE + MASK_INSTRUCTION}
 
 
 def main() -> None:

@@ -25,6 +25,9 @@ CONTROL = ("actor.optim.lr=0",)
 FIXED_INSTRUCTION = "move the gripper to the target"
 MASK_IMAGE = ("reach_cued.show_cue=false",)
 MASK_INSTRUCTION = (f"reach_cued.fixed_instruction={FIXED_INSTRUCTION}",)
+# The evaluations of a cued checkpoint: as trained, then with each cue masked and both.
+MASKS = {"as trained": (), "image masked": MASK_IMAGE, "instruction masked": MASK_INSTRUCTION,
+         "both masked": MASK_IMAGE + MASK_INSTRUCTION}
 ABLATION = tuple(f"env.{split}.{key}" for split in ("train", "eval") for key in (
     "reach_cued.show_cue=false", f"reach_cued.fixed_instruction='{FIXED_INSTRUCTION}'"))
 WINDOW = 3  # steps averaged at each end of a run
