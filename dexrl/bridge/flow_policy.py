@@ -5,7 +5,6 @@ Design notes: docs/design/policy-adapters.md.
 
 from __future__ import annotations
 
-import dataclasses
 from collections.abc import Mapping
 from pathlib import Path
 from typing import Any, ClassVar
@@ -14,6 +13,7 @@ import torch
 from rlinf.models.embodiment.base_policy import BasePolicy
 from torch import nn
 
+from dexrl.bridge.fast_rollout import FastRollout, template_obs
 from dexrl.bridge.prefix_cache import PrefixCacheSettings, PrefixStore, new_sample_ids
 from dexrl.bridge.rl_steps import (
     Denoiser,
@@ -30,7 +30,7 @@ from dexrl.models.flow.network import ModelInputs
 
 # The env-observation checks and frame conversion of the inference policy, so that both entry
 # points accept exactly the same inputs.
-from dexrl.models.flow.policy import NUM_VIEWS, FlowPolicy, as_frames, check_env_obs
+from dexrl.models.flow.policy import FlowPolicy, as_frames, check_env_obs
 from dexrl.models.transforms import NormMode, actions_to_env, state_to_model
 
 EVAL_NOISE_SEED = 0
@@ -85,8 +85,8 @@ class FlowRLPolicy(nn.Module, BasePolicy):
         if settings.train_expert_only:
             for frozen in self.frozen_modules():
                 frozen.requires_grad_(False)
-        self._resize_only = dataclasses.replace(policy.images, do_rescale=False,
-                                                do_normalize=False)
+        # The compiled and/or graphed rollout, once RLinf called a hook (None: eager).
+        self._fast: FastRollout | None = None
         cache_settings = prefix_cache or PrefixCacheSettings()
         self.prefix_store = (PrefixStore(cache_settings)
                              if settings.train_expert_only and cache_settings.enabled else None)
@@ -201,27 +201,31 @@ class FlowRLPolicy(nn.Module, BasePolicy):
         deterministic = _is_deterministic(mode, kwargs.get("do_sample"))
         settings = self.settings
         inputs = self._rollout_inputs(env_obs)
-        obs = self._observation(inputs)
-        batch = obs.state.shape[0]
+        batch = inputs["state"].shape[0]
         scored = None if deterministic else settings.draw_scored_steps(batch)
-        sample = sample_chain(self._denoiser(obs, grad=False),
-                              self._initial_noise(batch, deterministic, noise), settings, scored)
+        initial = self._initial_noise(batch, deterministic, noise)
+        valued = compute_values and self.has_value_head
+        if self._fast is None:
+            sample = sample_chain(self._denoiser(self._observation(inputs), grad=False),
+                                  initial, settings, scored)
+            chains, logprobs = sample.chains, sample.logprobs
+            values = self._value(sample.first_hidden) if valued else None
+        else:
+            out = self._fast.run(inputs, initial, [] if scored is None else scored[0].tolist())
+            chains, logprobs, values = out["chains"], out["logprobs"], out["values"]
         actions = actions_to_env(
-            sample.chains[:, -1].cpu(), env_obs["states"], self.flow.norm_stats,
+            chains[:, -1].cpu(), env_obs["states"], self.flow.norm_stats,
             settings.norm_mode, settings.num_action_chunks, env_dim=settings.env_action_dim,
         )
-        if compute_values and self.has_value_head:
-            values = self._value(sample.first_hidden)[:, None]
-        else:
-            values = torch.zeros(batch, 1, device=obs.state.device)
+        values = values[:, None] if valued else torch.zeros(batch, 1, device=chains.device)
         forward_inputs = {
             **inputs,
             "sample_ids": new_sample_ids(batch),
-            "chains_bits": pack_chains(sample.chains),
+            "chains_bits": pack_chains(chains),
             "denoise_inds": settings.unscored(batch) if scored is None else scored,
         }
         return actions, {
-            "prev_logprobs": self._slice(sample.logprobs),
+            "prev_logprobs": self._slice(logprobs),
             "prev_values": values,
             "forward_inputs": forward_inputs,
         }
@@ -289,12 +293,55 @@ class FlowRLPolicy(nn.Module, BasePolicy):
             code="policy-gradient-checkpointing-unsupported",
         )
 
+    def enable_torch_compile(self, mode: str = "max-autotune-no-cudagraphs") -> None:
+        """RLinf's rollout hook (``rollout.enable_torch_compile``): the rollout call's compute
+        runs as three compiled graphs (prefix pass, denoising step, log-probs and value), one
+        compilation each per batch size (docs/design/rollout-speed.md).
+
+        Raises:
+            DexrlError: a mode torch does not know.
+        """
+        self._fast_rollout().enable_compile(mode)
+
+    def capture_cuda_graph(self, train_batch_size: int, eval_batch_size: int) -> None:
+        """RLinf's rollout hook (``rollout.enable_cuda_graph``): capture the rollout call at
+        both batch sizes (other sizes are captured at their first call, up to a few).
+
+        Raises:
+            DexrlError: the model is not on a CUDA GPU.
+        """
+        self._fast_rollout().capture([train_batch_size, eval_batch_size])
+
+    def release_cuda_graph(self) -> None:
+        """Destroy the captured graphs (RLinf calls it before offloading the model)."""
+        if self._fast is not None:
+            self._fast.release()
+
+    def is_cuda_graph_enabled(self) -> bool:
+        """Whether rollout calls replay CUDA graphs."""
+        return self._fast is not None and self._fast.graphs is not None
+
+    def input_template(self, batch: int) -> dict[str, torch.Tensor]:
+        """Host inputs of a blank batch (the shapes and dtypes a graph captures)."""
+        size = self.flow.images.size
+        state_dim = self.flow.norm_stats.state.mean.shape[-1]
+        return self._rollout_inputs(template_obs(batch, size, state_dim))
+
+    def graph_weights(self) -> list[torch.Tensor]:
+        """The tensors a captured rollout reads in place: parameters and buffers."""
+        return [*self.parameters(), *self.buffers()]
+
+    def _fast_rollout(self) -> FastRollout:
+        if self._fast is None:
+            self._fast = FastRollout(self)
+        return self._fast
+
     def _rollout_inputs(self, env_obs: Mapping[str, Any]) -> dict[str, torch.Tensor]:
-        """The model's inputs as compact tensors (what ``forward_inputs`` keeps)."""
+        """The model's inputs as compact host tensors (what ``forward_inputs`` keeps)."""
         check_env_obs(env_obs)
-        # Resize only (uint8 stays exact); the float conversion happens in _observation.
-        views = [self._resize_only(as_frames(env_obs[key])) for key in VIEW_KEYS]
-        images = torch.stack([v.to(torch.uint8).permute(0, 2, 3, 1) for v in views], dim=1)
+        # Resize only (uint8 stays exact); the model's device normalizes (_model_inputs).
+        views = [self.flow.images.resize(as_frames(env_obs[key])) for key in VIEW_KEYS]
+        images = torch.stack(views, dim=1)
         tokens, token_mask = self.flow.tokenizer(list(env_obs["task_descriptions"]))
         state = state_to_model(env_obs["states"], self.flow.norm_stats, self.settings.norm_mode)
         return {"images": images.contiguous(), "tokens": tokens, "token_mask": token_mask,
@@ -302,15 +349,21 @@ class FlowRLPolicy(nn.Module, BasePolicy):
 
     def _observation(self, inputs: Mapping[str, torch.Tensor]) -> ModelInputs:
         """Network inputs from :meth:`_rollout_inputs` tensors (used by rollout and training)."""
-        images = inputs["images"]
+        device = self.flow.device
+        return self._model_inputs(*(inputs[k].to(device) for k in PREFIX_INPUTS[:3]),
+                                  self._state(inputs))
+
+    def _model_inputs(self, images: torch.Tensor, tokens: torch.Tensor,
+                      token_mask: torch.Tensor, state: torch.Tensor) -> ModelInputs:
+        """Network inputs from device tensors: uint8 views [B, V, S, S, 3] are normalized where
+        they are. Every view holds an image (the masked pad view of the inference policy would
+        be skipped anyway), which the host knows: nothing is read back from the device."""
         batch, views = images.shape[:2]
-        pixels = self.flow.images(images.flatten(0, 1)).unflatten(0, (batch, views))
-        pad = torch.zeros_like(pixels[:, :1]).expand(-1, NUM_VIEWS - views, -1, -1, -1)
-        masks = torch.arange(NUM_VIEWS).lt(views).expand(batch, NUM_VIEWS)
-        return ModelInputs(
-            torch.cat([pixels, pad], dim=1), masks, inputs["tokens"].long(),
-            inputs["token_mask"].bool(), self._state(inputs),
-        ).to(self.flow.device)
+        frames = images.flatten(0, 1).permute(0, 3, 1, 2)
+        pixels = self.flow.images.normalize(frames).contiguous().unflatten(0, (batch, views))
+        masks = torch.ones(batch, views, dtype=torch.bool, device=images.device)
+        return ModelInputs(pixels, masks, tokens.long(), token_mask.bool(), state,
+                           view_present=(True,) * views)
 
     def _state(self, inputs: Mapping[str, torch.Tensor]) -> torch.Tensor:
         """The suffix's state input, as :meth:`_observation` builds it."""

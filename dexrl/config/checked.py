@@ -29,6 +29,7 @@ def compose_and_check(
     config_name: str | None,
     overrides: list[str],
     gpus_per_node: int = 8,
+    cpu_only: bool = False,
 ) -> Validated:
     """Compose the chosen config with overrides and run every config check.
 
@@ -43,5 +44,5 @@ def compose_and_check(
     name = resolve_config_name(suite, model, config_name)
     owned = owned_override_findings(overrides)
     cfg = compose(name, without_owned(overrides))
-    facts = Facts(suite=suite_of(cfg, suite), gpus_per_node=gpus_per_node)
+    facts = Facts(suite=suite_of(cfg, suite), gpus_per_node=gpus_per_node, cpu_only=cpu_only)
     return Validated(name, cfg, owned + run_config_checks(cfg, facts))

@@ -45,6 +45,7 @@ class Facts:
 
     suite: str | None = None
     gpus_per_node: int = 8
+    cpu_only: bool = False  # the run has no GPU (``--smoke``)
 
 
 def _get(cfg: DictConfig, key: str, default: Any = None) -> Any:
@@ -336,6 +337,33 @@ def check_dm0_settings(cfg: DictConfig) -> list[Finding]:
     return findings
 
 
+def check_rollout_speed(cfg: DictConfig, facts: Facts) -> list[Finding]:
+    """RLinf's rollout compile and CUDA-graph keys, where they cannot work."""
+    findings: list[Finding] = []
+    graphs = _get(cfg, "rollout.enable_cuda_graph") is True
+    mode = _get(cfg, "rollout.torch_compile_mode", "max-autotune-no-cudagraphs")
+    if graphs and facts.cpu_only:
+        findings.append(Finding("error", "rollout.enable_cuda_graph",
+                                "CUDA graphs need a GPU and this run has none",
+                                "set rollout.enable_cuda_graph=false (rollout."
+                                "enable_torch_compile works on a CPU)"))
+    if graphs and _get(cfg, "rollout.enable_torch_compile") is True and mode in (
+            "reduce-overhead", "max-autotune"):
+        findings.append(Finding("error", "rollout.torch_compile_mode",
+                                f"{mode} records CUDA graphs itself, which cannot run inside "
+                                "the rollout's own CUDA graph",
+                                "set rollout.torch_compile_mode=max-autotune-no-cudagraphs (or "
+                                "default) with rollout.enable_cuda_graph"))
+    if graphs and _get(cfg, "rollout.enable_offload") is True:
+        findings.append(Finding("warning", "rollout.enable_cuda_graph",
+                                "with rollout.enable_offload the graphs are released before "
+                                "every offload and captured again after every reload: a "
+                                "capture (3 calls per batch size) every global step",
+                                "keep it if GPU memory needs the offload; otherwise set "
+                                "rollout.enable_offload=false"))
+    return findings
+
+
 def check_tasks(cfg: DictConfig) -> list[Finding]:
     """The settings of dexrl's cued reach task, in each env config that runs it."""
     findings: list[Finding] = []
@@ -364,6 +392,7 @@ def run_config_checks(cfg: DictConfig, facts: Facts) -> list[Finding]:
     findings += check_runner(cfg)
     findings += check_model(cfg, facts)
     findings += check_dexbotic(cfg)
+    findings += check_rollout_speed(cfg, facts)
     findings += check_tasks(cfg)
     return values + [f for f in findings
                      if f.where not in bad and not any(f"{k}=" in f.message for k in bad)]

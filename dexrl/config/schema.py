@@ -31,6 +31,8 @@ LOSS_TYPES = ("actor", "actor_critic", "decoupled_actor_critic")
 NOISE_METHODS = ("flow_sde", "flow_cps")
 NORM_MODES = ("mean_std", "quantile")
 ATTENTION = ("eager", "sdpa")  # dexrl.models.flow.mot.ATTENTION
+# dexrl.bridge.fast_rollout.COMPILE_MODES (torch.compile's modes; a test keeps them equal).
+COMPILE_MODES = ("default", "reduce-overhead", "max-autotune", "max-autotune-no-cudagraphs")
 LOGGERS = ("tensorboard", "wandb", "swanlab")  # rlinf/utils/metric_logger.py
 
 
@@ -375,6 +377,14 @@ SCHEMA: tuple[Key, ...] = (
     _k("rollout.recompute_logprobs", _BOOL, "Recompute log-probs in the actor before training."),
     _k("rollout.unnorm_key", "str", "Dataset key of the action statistics (the suite)."),
     _k("rollout.enable_offload", _BOOL, "Offload rollout weights between rollouts."),
+    _k("rollout.enable_torch_compile", _BOOL, "Run the rollout call's compute as compiled "
+       "graphs (RLinf's enable_torch_compile hook; one compilation per batch size, about 1-2 "
+       "minutes each at real size on an H100). Off by default."),
+    _k("rollout.torch_compile_mode", "str", "torch.compile mode of rollout.enable_torch_compile "
+       "(RLinf's default: max-autotune-no-cudagraphs).", choices=COMPILE_MODES),
+    _k("rollout.enable_cuda_graph", _BOOL, "Replay the rollout call as a CUDA graph per batch "
+       "size (RLinf's capture_cuda_graph hook; GPU only; the graphs hold their activations' "
+       "memory). Off by default."),
     _k("rollout.pipeline_stage_num", "int", "Pipeline stages envs are split into per env "
        "worker.", POS),
     _k("rollout.sampling_params.do_sample", _BOOL, "Sample actions (false: deterministic)."),

@@ -96,23 +96,41 @@ class ImagePreprocessor:
         Returns float32 [B, 3, height, width] on the input's device (CPU for numpy).
         """
         device = images.device if isinstance(images, torch.Tensor) else torch.device("cpu")
+        pixels = self.resize(images).permute(0, 3, 1, 2)
+        return self.normalize(pixels).contiguous().to(device)
+
+    def resize(self, images: torch.Tensor | np.ndarray) -> torch.Tensor:
+        """Pad and resize uint8 RGB frames [B, H, W, 3] (torch or numpy, any device) with PIL.
+
+        Returns uint8 [B, height, width, 3] on the CPU: what :meth:`normalize` then turns into
+        pixel values, on whichever device the model runs.
+        """
         frames = images.cpu().numpy() if isinstance(images, torch.Tensor) else np.asarray(images)
         if frames.dtype != np.uint8 or frames.ndim != 4 or frames.shape[-1] != 3 or not len(frames):
             raise ValueError(
                 f"expected uint8 frames [B, H, W, 3], got {frames.dtype} {list(frames.shape)}"
             )
         # PIL releases the GIL while resizing, so threads give a near-linear speed-up.
-        resized = list(_pool().map(self._resize, frames))
-        pixels = torch.from_numpy(np.stack(resized)).permute(0, 3, 1, 2)
+        return torch.from_numpy(np.stack(list(_pool().map(self._resize, frames))))
+
+    def normalize(self, pixels: torch.Tensor) -> torch.Tensor:
+        """Rescale and normalize uint8 pixels [N, 3, height, width] on their own device.
+
+        The same float64 rescale and float32 normalization as :meth:`__call__` (bit-identical on
+        any device), without host tensors: it may run inside a compiled graph or a CUDA graph.
+        Returns float32 [N, 3, height, width].
+        """
         if self.do_rescale:
             pixels = (pixels.to(torch.float64) * self.rescale_factor).to(torch.float32)
         else:
             pixels = pixels.to(torch.float32)
-        if self.do_normalize:
-            mean = torch.tensor(self.image_mean, dtype=torch.float32).view(1, 3, 1, 1)
-            std = torch.tensor(self.image_std, dtype=torch.float32).view(1, 3, 1, 1)
-            pixels = (pixels - mean) / std
-        return pixels.contiguous().to(device)
+        if not self.do_normalize:
+            return pixels
+        if len(set(self.image_mean)) == 1 and len(set(self.image_std)) == 1:
+            return (pixels - _f32(self.image_mean[0])) / _f32(self.image_std[0])
+        channels = [(pixels[:, c] - _f32(self.image_mean[c])) / _f32(self.image_std[c])
+                    for c in range(3)]
+        return torch.stack(channels, dim=1)
 
     def _resize(self, frame: np.ndarray) -> np.ndarray:
         """Pad one [H, W, 3] frame to a centered square, then resize it to ``size`` with PIL."""
@@ -141,6 +159,11 @@ def _pool() -> ThreadPoolExecutor:
     if _POOL is None or _POOL[0] != os.getpid():
         _POOL = (os.getpid(), ThreadPoolExecutor(min(8, os.cpu_count() or 1), "dexrl-resize"))
     return _POOL[1]
+
+
+def _f32(value: float) -> float:
+    """``value`` rounded to float32, as a float32 tensor of the statistics would hold it."""
+    return float(np.float32(value))
 
 
 def _parse_size(size: Any) -> tuple[int, int]:

@@ -42,6 +42,7 @@ class Plan:
     memory_gb_per_gpu: dict[int, float] = field(default_factory=dict)
     prefix_cache: PrefixCachePlan | None = None
     attention: str = "eager"
+    rollout_speed: str = "eager"
 
 
 @dataclass
@@ -159,6 +160,7 @@ def make_plan(cfg: DictConfig, facts: Facts, ckpt_dir: Path | None = None) -> Pl
     precision = str(_sel(cfg, "actor.model.precision", "bf16"))
     weight_bytes = 2 if precision in ("bf16", "fp16") else 4
     plan.attention = str(_sel(cfg, "actor.model.dexbotic.attention", "eager"))
+    plan.rollout_speed = rollout_speed(cfg)
     kv_bytes = policy.model.prefix_kv_bytes * activation_scale if policy is not None else 0.0
     if expert_only and kv_bytes:
         plan.prefix_cache = _prefix_cache_plan(cfg, kv_bytes * weight_bytes / 2 * plan.samples
@@ -218,6 +220,7 @@ def render_plan(plan: Plan, gpus_per_node: int) -> list[str]:
         f"Attention: {plan.attention}" + (" (GPU lever, not yet measured on a GPU)"
                                           if plan.attention != "eager" else
                                           " (reference; sdpa: GPU lever, default off)"),
+        f"Rollout calls: {plan.rollout_speed}",
         f"Checkpoints: ≈{_gb(plan.checkpoint_gb)} each, {plan.saves} save(s) → "
         f"≈{_gb(plan.checkpoint_gb * plan.saves)} of disk",
         "Memory estimate per GPU (analytic):",
@@ -225,6 +228,19 @@ def render_plan(plan: Plan, gpus_per_node: int) -> list[str]:
     for key, gb in sorted(plan.memory_gb_per_gpu.items()):
         lines.append(f"  {key // gpus_per_node}:{key % gpus_per_node}  ≈{_gb(gb)}")
     return lines
+
+
+def rollout_speed(cfg: DictConfig) -> str:
+    """How the rollout calls run: eager, compiled (with its mode) and/or CUDA-graphed."""
+    parts = []
+    if _sel(cfg, "rollout.enable_torch_compile", False) is True:
+        mode = _sel(cfg, "rollout.torch_compile_mode", "max-autotune-no-cudagraphs")
+        parts.append(f"compiled ({mode}; one compilation per batch size)")
+    if _sel(cfg, "rollout.enable_cuda_graph", False) is True:
+        parts.append("CUDA-graphed (one graph per batch size; the graphs hold their "
+                     "activations' memory)")
+    return " + ".join(parts) if parts else ("eager (rollout.enable_torch_compile and "
+                                           "rollout.enable_cuda_graph: off)")
 
 
 def _count(n: float) -> str:

@@ -141,7 +141,7 @@ def prepare(*, suite: str | None, model: str | None, config_name: str | None,
         overrides = [f"+smoke={overlay}", *overrides]
     gpus = 0 if dry_run or smoke else gpu_count()
     per_node = gpus_per_node or (1 if smoke else gpus or 8)
-    result = compose_and_check(suite, model, config_name, overrides, per_node)
+    result = compose_and_check(suite, model, config_name, overrides, per_node, cpu_only=smoke)
     suite_name = suite_of(result.cfg, suite) or "libero"
     label = model or str(result.cfg.actor.model.model_type).removeprefix("dexbotic_")
     target = (Path(run_dir) if run_dir else default_run_dir(suite_name, label, name))
@@ -186,10 +186,11 @@ def start(new: NewRun, *, ray_address: str | None) -> DictConfig:
         path = write_smoke_checkpoint(new.target, str(cfg.actor.model.model_type))
         if path is not None:
             cfg = compose_and_check(*new.request, [*new.overrides, *ckpt_overrides(path)],
-                                    new.per_node).cfg
+                                    new.per_node, cpu_only=True).cfg
             set_run_folder(cfg, new.target)
     refuse_on_errors(new.result.name,
-                     errors(run_config_checks(cfg, Facts(new.suite, new.per_node))))
+                     errors(run_config_checks(cfg, Facts(new.suite, new.per_node,
+                                                            cpu_only=new.smoke))))
     cfg = resolved(cfg)
     provenance = checkpoint_provenance(OmegaConf.select(cfg, "actor.model.model_path"))
     write_run_files(new.target, cfg, sys.argv,
@@ -203,7 +204,7 @@ def launch_plan(new: NewRun) -> Plan:
     from dexrl.config.checks import Facts
     from dexrl.training.plan import make_plan
 
-    facts = Facts(new.suite, new.per_node)
+    facts = Facts(new.suite, new.per_node, cpu_only=new.smoke)
     if not new.smoke:
         return make_plan(new.result.cfg, facts)
     with tempfile.TemporaryDirectory(prefix="dexrl-dry-run-") as tmp:
@@ -254,7 +255,8 @@ def prepare_resume(run_dir: Path, *, step: int | None, overrides: list[str],
     suite = opened.manifest.get("suite") or OmegaConf.select(new, "env.train.task_suite_name")
     smoke = bool(opened.manifest.get("smoke"))
     per_node = 1 if smoke else (gpu_count() or 1)
-    refuse_on_errors(str(opened.dir), run_config_checks(new, Facts(suite, per_node)))
+    refuse_on_errors(str(opened.dir), run_config_checks(new, Facts(suite, per_node,
+                                                                   cpu_only=smoke)))
     total = check_steps_left(new, checkpoint.step, run_dir)
     notes = [line[0].upper() + line[1:] + "." for line in story(opened.dir)]
     notes += skipped(opened.dir, checkpoint)

@@ -251,6 +251,6 @@ def test_reused_prefix_on_cuda_in_bf16(tiny_pi0_dir: Path) -> None:
     first, second = (cached(forward_inputs=inputs)["logprobs"] for _ in range(2))
     assert cached.prefix_store.reused_rows == BATCH
     assert torch.equal(first, second)
-    torch.testing.assert_close(first.cpu(), result["prev_logprobs"], rtol=0, atol=2e-2)
+    torch.testing.assert_close(first, result["prev_logprobs"], rtol=0, atol=2e-2)
     torch.testing.assert_close(plain(forward_inputs=inputs)["logprobs"], first, rtol=0,
                                atol=2e-2)

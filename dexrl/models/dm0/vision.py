@@ -71,21 +71,24 @@ class PeVisionConfig:
         return 4 * self.width
 
 
-def rope_2d_angles(grid_h: int, grid_w: int, head_dim: int, theta: float) -> torch.Tensor:
+def rope_2d_angles(grid_h: int, grid_w: int, head_dim: int, theta: float,
+                   device: torch.device | str | None = None) -> torch.Tensor:
     """Rotation angles float32 [1 + grid_h·grid_w, head_dim / 2], one per (even, odd) dim pair.
 
     Row 0 is the CLS token (all zeros). Patch (r, c), row-major, uses positions c + 1 for the
     first half of the pairs and r + 1 for the second; within each half, pair j has frequency
-    theta^(-4j / head_dim).
+    theta^(-4j / head_dim). Computed on ``device`` (no host copy in the forward pass, which a
+    CUDA graph could not contain).
     """
     quarter = head_dim // 4
-    inv_freq = theta ** (-torch.arange(quarter, dtype=torch.float32) * 4.0 / head_dim)
-    rows = torch.arange(1, grid_h + 1, dtype=torch.float32)
-    cols = torch.arange(1, grid_w + 1, dtype=torch.float32)
+    f32 = {"dtype": torch.float32, "device": device}
+    inv_freq = theta ** (-torch.arange(quarter, **f32) * 4.0 / head_dim)
+    rows = torch.arange(1, grid_h + 1, **f32)
+    cols = torch.arange(1, grid_w + 1, **f32)
     by_col = (cols[:, None] * inv_freq)[None, :, :].expand(grid_h, grid_w, quarter)
     by_row = (rows[:, None] * inv_freq)[:, None, :].expand(grid_h, grid_w, quarter)
     angles = torch.cat([by_col, by_row], dim=-1).reshape(grid_h * grid_w, 2 * quarter)
-    return torch.cat([torch.zeros(1, 2 * quarter), angles], dim=0)
+    return torch.cat([torch.zeros(1, 2 * quarter, **f32), angles], dim=0)
 
 
 def apply_rope_pairs(x: torch.Tensor, angles: torch.Tensor) -> torch.Tensor:
@@ -200,7 +203,7 @@ class PerceptionEncoder(nn.Module):
         x = torch.cat([cls, x], dim=1) + self.position_embedding(grid_h, grid_w).to(x.dtype)
         x = self.ln_pre(x.to(self.ln_pre.weight.dtype))
         angles = rope_2d_angles(grid_h, grid_w, width // self.config.heads,
-                                self.config.rope_theta).to(x.device)
+                                self.config.rope_theta, device=x.device)
         for block in self.transformer.resblocks:
             x = block(x, angles)
         grid = x[:, 1:].transpose(1, 2).reshape(batch, width, grid_h, grid_w)

@@ -7,7 +7,7 @@
 from __future__ import annotations
 
 import math
-from dataclasses import dataclass, fields
+from dataclasses import dataclass, field, fields
 from typing import Any, NamedTuple
 
 import torch
@@ -31,6 +31,8 @@ class ModelInputs:
         tokens: long [B, L] prompt ids, right-padded with 0.
         token_mask: bool [B, L].
         state: float [B, action_dim], padded and normalized.
+        view_present: Per view, False where it is masked in every sample (known on the host);
+            None reads ``image_masks`` on the device (a device-to-host sync per call).
     """
 
     images: torch.Tensor
@@ -38,10 +40,13 @@ class ModelInputs:
     tokens: torch.Tensor
     token_mask: torch.Tensor
     state: torch.Tensor
+    view_present: tuple[bool, ...] | None = field(default=None, compare=False)
 
     def to(self, device: torch.device | str) -> ModelInputs:
         """Move every tensor to ``device``."""
-        return ModelInputs(**{f.name: getattr(self, f.name).to(device) for f in fields(self)})
+        moved = {f.name: getattr(self, f.name).to(device) for f in fields(self)
+                 if f.name != "view_present"}
+        return ModelInputs(**moved, view_present=self.view_present)
 
 
 class SuffixOutput(NamedTuple):
@@ -93,20 +98,23 @@ class MoTFlowNetwork(nn.Module):
             obs: The batch.
             skip_masked_views: Leave out views masked in every sample (the zero-pad slot). Their
                 keys would get exactly zero attention weight and they do not advance positions,
-                so outputs are unchanged; it saves a third of the vision compute.
+                so outputs are unchanged; it saves a third of the vision compute. Decided from
+                ``obs.view_present`` where set, so the pass has no device-to-host sync.
         """
         batch, num_views = obs.image_masks.shape
         views = list(range(num_views))
         if skip_masked_views:
-            views = [v for v in views if bool(obs.image_masks[:, v].any())]
+            present = obs.view_present
+            views = [v for v in views if (present[v] if present is not None
+                                          else bool(obs.image_masks[:, v].any()))]
         parts, valid = [], []
         if views:
-            pixels = obs.images[:, views].flatten(0, 1)
+            pixels = _select_views(obs.images, views).flatten(0, 1)
             features = self.model.mm_projector(self.model.mm_vision_tower(pixels))
             tokens_per_view = features.shape[1]
             parts.append(features.reshape(batch, len(views) * tokens_per_view, -1))
-            masks = obs.image_masks[:, views, None].expand(batch, len(views), tokens_per_view)
-            valid.append(masks.reshape(batch, -1))
+            masks = _select_views(obs.image_masks, views)[..., None]
+            valid.append(masks.expand(batch, len(views), tokens_per_view).reshape(batch, -1))
         text = self.model.llm.embed_tokens(obs.tokens)
         if self.scale_text_embeddings:
             text = text * math.sqrt(self.config.llm.hidden_size)
@@ -191,3 +199,11 @@ class MoTFlowNetwork(nn.Module):
         action_hidden = hidden[:, -chunk:]
         out_proj = self.model.action_out_proj
         return SuffixOutput(out_proj(action_hidden.to(out_proj.weight.dtype)), action_hidden)
+
+
+def _select_views(tensor: torch.Tensor, views: list[int]) -> torch.Tensor:
+    """``tensor[:, views]`` by slicing where the views are consecutive: a list index would copy
+    the list to the device (no host copy may run inside a CUDA graph)."""
+    if views == list(range(views[0], views[-1] + 1)):
+        return tensor[:, views[0]:views[-1] + 1]
+    return torch.stack([tensor[:, v] for v in views], dim=1)

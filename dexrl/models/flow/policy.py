@@ -132,10 +132,12 @@ class FlowPolicy:
         wrist = self.images(as_frames(env_obs["wrist_images"]))
         pad = torch.zeros_like(main)
         images = torch.stack([main, wrist, pad], dim=1)
-        image_masks = torch.tensor([[True, True, False]]).expand(batch, NUM_VIEWS)
+        present = (True, True, False)
+        image_masks = torch.tensor([present]).expand(batch, NUM_VIEWS)
         tokens, token_mask = self.tokenizer(list(env_obs["task_descriptions"]))
         state = state_to_model(env_obs["states"], self.norm_stats, self.norm_mode)
-        return ModelInputs(images, image_masks, tokens, token_mask, state).to(self.device)
+        return ModelInputs(images, image_masks, tokens, token_mask, state,
+                           view_present=present).to(self.device)
 
     @torch.no_grad()
     def predict(

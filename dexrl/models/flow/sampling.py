@@ -105,42 +105,53 @@ def step_moments(
     """Mean and std of the next sample x_{t-δ} given x_t and the predicted velocity ``v``.
 
     With the predictions x̂0 = x - v·t (data) and x̂1 = x + v·(1-t) (noise), the mean is
-    w0·x̂0 + w1·x̂1 with w0 = 1-(t-δ) and:
+    w0·x̂0 + w1·x̂1 with the weights of :func:`moment_weights`. Computed in ``x``'s dtype (use
+    float32 for log-probs). ``t``/``delta``/``sigma``/``noise_level`` are scalars or per-sample
+    [B] tensors. Returns (mean, std), both shaped like ``x`` (std is an expanded view).
+    """
+    t = _as_time(t, x)
+    w0, w1, std = moment_weights(t, _as_time(delta, x), method, _as_time(noise_level, x),
+                                 None if sigma is None else _as_time(sigma, x))
+    mean = combine(x, v, t, w0, w1)
+    return mean, std.expand_as(mean)
+
+
+def moment_weights(
+    t: torch.Tensor,
+    delta: torch.Tensor,
+    method: StepMethod,
+    noise_level: torch.Tensor,
+    sigma: torch.Tensor | None = None,
+) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
+    """The weights (w0, w1) of x̂0 and x̂1 in the next sample's mean, and its std, at time ``t``
+    and step ``delta`` (tensors of one shape or broadcastable), with w0 = 1-(t-δ) and:
 
     - ``ode``: w1 = t-δ, std 0 (the mean equals the Euler step x - v·δ);
     - ``flow_sde``: w1 = (t-δ) - σ²δ/(2t), std = sqrt(δ)·σ, σ from :func:`sde_sigma` (computed
       from t and t-δ when ``sigma`` is None);
     - ``flow_cps``: w1 = (t-δ)·cos(π·nl/2), std = (t-δ)·sin(π·nl/2), clamped at 0 so the float32
       ``dexbotic`` grid's slightly negative last time cannot give a negative std.
-
-    Computed in ``x``'s dtype (use float32 for log-probs). ``t``/``delta``/``sigma``/``noise_level``
-    are scalars or per-sample [B] tensors. Returns (mean, std), both shaped like ``x`` (std is an
-    expanded view).
     """
     if method not in STEP_METHODS:
         raise DexrlError(f"unknown noise method '{method}'",
                          f"use one of {', '.join(STEP_METHODS)}", where="noise_method",
                          code="policy-noise-method-unknown")
-    t = _as_time(t, x)
-    delta = _as_time(delta, x)
     t_next = t - delta
-    x0_hat = x - v * t
-    x1_hat = x + v * (1.0 - t)
     w0 = 1.0 - t_next
     if method == "ode":
-        w1, std = t_next, torch.zeros_like(t_next)
-    elif method == "flow_sde":
+        return w0, t_next, torch.zeros_like(t_next)
+    if method == "flow_sde":
         if sigma is None:
-            sigma = _sde_sigma(t, t_next, _as_time(noise_level, x))
-        sigma = _as_time(sigma, x)
-        w1 = t_next - sigma**2 * delta / (2.0 * t)
-        std = torch.sqrt(delta) * sigma
-    else:
-        angle = _as_time(noise_level, x) * (math.pi / 2.0)
-        w1 = t_next * torch.cos(angle)
-        std = (t_next * torch.sin(angle)).clamp_min(0.0)
-    mean = x0_hat * w0 + x1_hat * w1
-    return mean, std.expand_as(mean)
+            sigma = _sde_sigma(t, t_next, noise_level)
+        return w0, t_next - sigma**2 * delta / (2.0 * t), torch.sqrt(delta) * sigma
+    angle = noise_level * (math.pi / 2.0)
+    return w0, t_next * torch.cos(angle), (t_next * torch.sin(angle)).clamp_min(0.0)
+
+
+def combine(x: torch.Tensor, v: torch.Tensor, t: torch.Tensor, w0: torch.Tensor,
+            w1: torch.Tensor) -> torch.Tensor:
+    """The mean w0·x̂0 + w1·x̂1, with x̂0 = x - v·t and x̂1 = x + v·(1-t)."""
+    return (x - v * t) * w0 + (x + v * (1.0 - t)) * w1
 
 
 def gaussian_logprob(x: torch.Tensor, mean: torch.Tensor, std: torch.Tensor) -> torch.Tensor:
@@ -153,9 +164,11 @@ def gaussian_logprob(x: torch.Tensor, mean: torch.Tensor, std: torch.Tensor) -> 
 
 __all__ = [
     "STEP_METHODS",
+    "combine",
     "GridSchedule",
     "StepMethod",
     "gaussian_logprob",
+    "moment_weights",
     "sde_sigma",
     "sincos_time_embedding",
     "step_moments",
