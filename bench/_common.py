@@ -17,7 +17,13 @@ from typing import Any
 
 import numpy as np
 import torch
-from _cost import bench_global_step, gpu_busy, print_proxies, without_prefix_reuse
+from _cost import (
+    bench_global_step,
+    gpu_busy,
+    print_compiled_proxies,
+    print_proxies,
+    without_prefix_reuse,
+)
 from torch import nn
 
 from dexrl.bridge.flow_policy import FlowRLPolicy
@@ -215,6 +221,10 @@ def parse_args(doc: str | None, full_help: str) -> argparse.Namespace:
                         "the tiny checkpoint (without --full)")
     parser.add_argument("--proxies-only", action="store_true", help="print only the CPU "
                         "proxies and the global step case")
+    parser.add_argument("--compiled-proxies", action="store_true", help="also compile the "
+                        "rollout (inductor, about a minute per batch size on a CPU) and print "
+                        "eager vs compiled aten ops per call, graphs, breaks, recompilations "
+                        "(the eager, compiled and graphed GPU rows: bench/gpu_bench.py)")
     args = parser.parse_args()
     args.dtype = {"fp32": torch.float32, "bf16": torch.bfloat16}[args.dtype]
     return args
@@ -240,6 +250,8 @@ def run(args: argparse.Namespace, label: str, adapter_class: type[FlowRLPolicy],
           f"parameters {total:,} total, {trainable:,} trainable ({trainable / total:.1%}); "
           f"prefix {prefix_tokens} tokens, chunk {policy.network.config.chunk_size}")
     print_proxies(adapter, env_obs, args.batches)
+    if args.compiled_proxies:
+        print_compiled_proxies(adapter, env_obs, args.batches)
     bench_global_step(adapter, env_obs, args.train_batch, args.step_micro_batches,
                       args.update_epochs, args.repeats)
     if args.proxies_only:

@@ -157,3 +157,35 @@ def print_proxies(adapter: FlowRLPolicy, obs: Callable[[int, int], dict],
         counts = op_counts(lambda i=inputs: adapter.predict_action_batch(i, mode="train"))
         print(f"{'predict_action_batch':<34}{batch:>6}{counts['ops']:>10}{counts['to']:>10}"
               f"{counts['copy_']:>8}")
+
+
+def print_compiled_proxies(adapter: FlowRLPolicy, obs: Callable[[int, int], dict],
+                           batches: list[int], backend: str = "inductor") -> None:
+    """Eager against compiled rollout calls (``rollout.enable_torch_compile``): aten ops
+    dispatched per call (what the compiled code still dispatches; kernel launches on a GPU),
+    then graphs compiled, graph breaks and recompilations over all batches and a second call
+    each. Needs a dexrl with ``enable_torch_compile`` (issue 29)."""
+    from torch._dynamo.utils import counters
+
+    if not hasattr(adapter, "_fast_rollout"):
+        print("compiled rollout: not in this revision of dexrl")
+        return
+    eager = {batch: op_counts(lambda b=batch: adapter.predict_action_batch(obs(b, 0),
+                                                                          mode="train"))
+             for batch in batches}
+    torch._dynamo.reset()
+    counters.clear()
+    adapter._fast_rollout().enable_compile("default", backend)
+    print(f"{'rollout call, eager vs compiled':<34}{'batch':>6}{'eager ops':>11}"
+          f"{'compiled':>10}")
+    for batch in batches:
+        for mode in ("train", "eval"):  # compiles at the first call of a batch size
+            adapter.predict_action_batch(obs(batch, 1), mode=mode)
+        ops = op_counts(lambda b=batch: adapter.predict_action_batch(obs(b, 0), mode="train"))
+        print(f"{'predict_action_batch':<34}{batch:>6}{eager[batch]['ops']:>11}{ops['ops']:>10}")
+    print(f"  {backend}: {counters['stats']['unique_graphs']} graphs compiled for "
+          f"{len(batches)} batch size(s), {sum(counters['graph_break'].values())} graph "
+          f"breaks, {sum(counters['recompiles'].values())} recompilations")
+    adapter.release_cuda_graph()
+    adapter._fast = None
+    torch._dynamo.reset()

@@ -17,7 +17,7 @@ is ``rollout.enable_cuda_graph`` (capture timed apart), ``compiled+graphed`` bot
 Without CUDA it runs the tiny checkpoints in fp32 on the CPU: eager and compiled rows (the
 capture proxies: compiled graphs, graph breaks and recompilations), and says what it skips.
 
-A bare machine with torch and numpy needs the wheels docs/performance.md lists; where Ray is
+A bare machine with torch and numpy needs the wheels bench/README.md lists; where Ray is
 missing, RLinf's two modules the adapters use (its policy base class and CUDA-graph manager) are
 imported without RLinf's package ``__init__`` files, which import Ray.
 """
@@ -53,7 +53,7 @@ def light_rlinf() -> None:
     spec = importlib.util.find_spec("rlinf")
     if spec is None or not spec.submodule_search_locations:
         raise SystemExit("error: rlinf is not importable; hint: put RLinf's package on "
-                         "PYTHONPATH (docs/performance.md lists what a bare GPU machine needs)")
+                         "PYTHONPATH (bench/README.md lists what a bare GPU machine needs)")
     root = Path(next(iter(spec.submodule_search_locations)))
     for name, folder in (("rlinf", root), ("rlinf.models", root / "models"),
                          ("rlinf.models.embodiment", root / "models" / "embodiment"),

@@ -53,6 +53,21 @@ def test_ppo_raises_return_and_the_control_does_not(tmp_path: Path) -> None:
     assert s_last > s_first, (s_first, s_last)
 
 
+# rollout.enable_torch_compile through RLinf's rollout worker hook (the compile is the first
+# rollout's ~2 minutes on 2 cores); the same bounds as the eager runs, on a seed of its own.
+COMPILED = ("rollout.enable_torch_compile=true", "rollout.torch_compile_mode=default")
+
+
+@pytest.mark.slow
+def test_compiled_rollouts_learn_as_eager_ones_do(tmp_path: Path) -> None:
+    learned = run_reach(tmp_path / "ppo", 1, STEPS, *COMPILED, timeout_s=1500.0)
+    control = run_reach(tmp_path / "control", 1, STEPS, *CONTROL, *COMPILED, timeout_s=1500.0)
+    first, last = rise(learned, "env/return")
+    c_first, c_last = rise(control, "env/return")
+    assert last - first > MIN_RISE, (first, last)
+    assert abs(c_last - c_first) < CONTROL_BAND, (c_first, c_last)
+
+
 # The cued task. Success of the final checkpoint under `dexrl eval` (deterministic actions,
 # EVAL_EPISODES per target) must clear MIN_CUED_SUCCESS, and its 95 % interval must lie above the
 # blind bound; the ablation's (both cues cut) must not. From bench/reach_learning.py --task
