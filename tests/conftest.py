@@ -37,6 +37,14 @@ def tiny_pi0_dir(tmp_path_factory: pytest.TempPathFactory) -> Path:
     return write_tiny_pi0(tmp_path_factory.mktemp("tiny_pi0") / "ckpt", seed=0)
 
 
+@pytest.fixture(scope="session")
+def tiny_dm0_dir(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """A tiny random DM0 checkpoint. Treat it as read-only."""
+    from dexrl.testing.dm0 import write_tiny_dm0
+
+    return write_tiny_dm0(tmp_path_factory.mktemp("tiny_dm0") / "ckpt")
+
+
 @pytest.fixture
 def tiny_pi0_copy(tiny_pi0_dir: Path, tmp_path: Path) -> Callable[[], Path]:
     """Return a function giving a fresh writable copy of the tiny π0 checkpoint."""

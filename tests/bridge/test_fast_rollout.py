@@ -7,9 +7,9 @@ from __future__ import annotations
 
 from pathlib import Path
 
-import numpy as np
 import pytest
 import torch
+from env_obs import random_env_obs
 from torch._dynamo.utils import counters
 
 from dexrl.bridge.dm0_policy import Dm0RLPolicy
@@ -21,28 +21,15 @@ from dexrl.bridge.rollout_core import StepTables
 from dexrl.errors import DexrlError
 from dexrl.models import load_policy
 from dexrl.models.flow.sampling import sde_sigma, step_moments, time_grid
-from dexrl.testing.dm0 import write_tiny_dm0
 
 BATCH = 3
 
 
-@pytest.fixture(scope="module")
-def tiny_dm0(tmp_path_factory: pytest.TempPathFactory) -> Path:
-    return write_tiny_dm0(tmp_path_factory.mktemp("tiny_dm0_fast") / "ckpt")
-
-
-def _obs(batch: int, seed: int) -> dict:
-    rng = np.random.default_rng(seed)
-    return {"main_images": rng.integers(0, 256, (batch, 40, 40, 3), dtype=np.uint8),
-            "wrist_images": rng.integers(0, 256, (batch, 40, 40, 3), dtype=np.uint8),
-            "states": rng.normal(size=(batch, 8)),
-            "task_descriptions": ["open the drawer", "turn on the stove", "pick up the bowl"]
-            [:batch]}
 
 
 def _adapters(request: pytest.FixtureRequest, model: str,
               **settings) -> tuple[FlowRLPolicy, FlowRLPolicy]:
-    ckpt = request.getfixturevalue("tiny_pi0_dir" if model == "pi0" else "tiny_dm0")
+    ckpt = request.getfixturevalue("tiny_pi0_dir" if model == "pi0" else "tiny_dm0_dir")
     cls = Pi0RLPolicy if model == "pi0" else Dm0RLPolicy
     rl = RLSettings(num_steps=4, num_action_chunks=5, **settings)
     eager, fast = (cls(load_policy(ckpt), rl).eval() for _ in range(2))
@@ -52,7 +39,7 @@ def _adapters(request: pytest.FixtureRequest, model: str,
 
 def _call(adapter: FlowRLPolicy, seed: int, mode: str) -> dict[str, torch.Tensor]:
     torch.manual_seed(seed)
-    actions, result = adapter.predict_action_batch(_obs(BATCH, seed), mode=mode)
+    actions, result = adapter.predict_action_batch(random_env_obs(BATCH, seed), mode=mode)
     inputs = result["forward_inputs"]
     return {"actions": actions, "logprobs": result["prev_logprobs"],
             "values": result["prev_values"], "chains": inputs["chains_bits"].view(torch.float32),
@@ -150,7 +137,8 @@ def test_inductor_compiled_rollout_equals_eager(request: pytest.FixtureRequest, 
 
 
 def test_hooks_refuse_what_cannot_work(tiny_pi0_dir: Path) -> None:
-    adapter = Pi0RLPolicy(load_policy(tiny_pi0_dir), RLSettings(num_steps=2))
+    adapter = Pi0RLPolicy(load_policy(tiny_pi0_dir),
+                          RLSettings(num_steps=2, num_action_chunks=5))
     with pytest.raises(DexrlError) as err:
         adapter.enable_torch_compile("fastest")
     assert err.value.code == "policy-compile-mode-unknown"
@@ -167,4 +155,5 @@ def test_compile_modes_are_torchs() -> None:
     from dexrl.config.schema import COMPILE_MODES as SCHEMA_MODES
 
     assert SCHEMA_MODES == COMPILE_MODES
-    assert set(COMPILE_MODES) == {"default", *list_mode_options()}
+    # the four modes RLinf's hook documents; newer torch releases add more (2.13: "lite")
+    assert set(COMPILE_MODES) <= {"default", *list_mode_options()}

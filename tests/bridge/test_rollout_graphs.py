@@ -6,9 +6,9 @@ from __future__ import annotations
 
 from pathlib import Path
 
-import numpy as np
 import pytest
 import torch
+from env_obs import random_env_obs
 
 from dexrl.bridge.dm0_policy import Dm0RLPolicy
 from dexrl.bridge.flow_policy import FlowRLPolicy
@@ -16,7 +16,6 @@ from dexrl.bridge.pi0_policy import Pi0RLPolicy
 from dexrl.bridge.rl_steps import RLSettings
 from dexrl.errors import DexrlError
 from dexrl.models import load_policy
-from dexrl.testing.dm0 import write_tiny_dm0
 
 needs_cuda = pytest.mark.skipif(not torch.cuda.is_available(), reason="needs a CUDA GPU")
 BATCH = 4
@@ -24,17 +23,6 @@ BATCH = 4
 TOLERANCE = {torch.float32: 1e-4, torch.bfloat16: 5e-2}
 
 
-@pytest.fixture(scope="module")
-def tiny_dm0(tmp_path_factory: pytest.TempPathFactory) -> Path:
-    return write_tiny_dm0(tmp_path_factory.mktemp("tiny_dm0_graphs") / "ckpt")
-
-
-def _obs(batch: int, seed: int) -> dict:
-    rng = np.random.default_rng(seed)
-    return {"main_images": rng.integers(0, 256, (batch, 40, 40, 3), dtype=np.uint8),
-            "wrist_images": rng.integers(0, 256, (batch, 40, 40, 3), dtype=np.uint8),
-            "states": rng.normal(size=(batch, 8)),
-            "task_descriptions": ["open the drawer", "turn on the stove"] * (batch // 2)}
 
 
 def _adapter(model: str, ckpt: Path, dtype: torch.dtype, **settings) -> FlowRLPolicy:
@@ -45,7 +33,7 @@ def _adapter(model: str, ckpt: Path, dtype: torch.dtype, **settings) -> FlowRLPo
 
 def _call(adapter: FlowRLPolicy, seed: int, mode: str = "train") -> list[torch.Tensor]:
     torch.manual_seed(seed)
-    actions, result = adapter.predict_action_batch(_obs(BATCH, seed), mode=mode)
+    actions, result = adapter.predict_action_batch(random_env_obs(BATCH, seed), mode=mode)
     return [actions, result["prev_logprobs"].cpu(), result["prev_values"].cpu(),
             result["forward_inputs"]["chains_bits"].view(torch.float32).cpu()]
 
@@ -57,7 +45,7 @@ def _close(got: list[torch.Tensor], want: list[torch.Tensor], dtype: torch.dtype
 
 def _pair(request: pytest.FixtureRequest, model: str, dtype: torch.dtype,
           **settings) -> tuple[FlowRLPolicy, FlowRLPolicy]:
-    ckpt = request.getfixturevalue("tiny_pi0_dir" if model == "pi0" else "tiny_dm0")
+    ckpt = request.getfixturevalue("tiny_pi0_dir" if model == "pi0" else "tiny_dm0_dir")
     eager = _adapter(model, ckpt, dtype, **settings)
     graphed = _adapter(model, ckpt, dtype, **settings)
     graphed.load_state_dict(eager.state_dict())
@@ -78,8 +66,9 @@ def test_replay_equals_eager(request: pytest.FixtureRequest, model: str, dtype: 
         _close(_call(graphed, seed, mode), _call(eager, seed, mode), dtype)
     # new noise at every call, the same noise from the same seed
     torch.manual_seed(5)
-    first, second = (graphed.predict_action_batch(_obs(BATCH, 5), mode="train")[1]
-                     ["forward_inputs"]["chains_bits"] for _ in range(2))
+    obs = random_env_obs(BATCH, 5)
+    first, second = (graphed.predict_action_batch(obs, mode="train")[1]["forward_inputs"]
+                     ["chains_bits"] for _ in range(2))
     assert not torch.equal(first, second)
     assert torch.equal(_call(graphed, 5)[3], _call(graphed, 5)[3])
 
@@ -138,10 +127,10 @@ def test_graphs_and_compile_together_and_uncaptured_sizes(tiny_pi0_dir: Path,
     fast.capture_cuda_graph(BATCH, BATCH)
     _close(_call(fast, 0), _call(eager, 0), torch.float32)
     torch.manual_seed(0)
-    odd = fast.predict_action_batch(_obs(2, 0), mode="train")[0]  # captured at first use
+    odd = fast.predict_action_batch(random_env_obs(2, 0), mode="train")[0]  # captured now
     torch.manual_seed(0)
-    torch.testing.assert_close(odd, eager.predict_action_batch(_obs(2, 0), mode="train")[0],
-                               rtol=0, atol=1e-4)
+    want = eager.predict_action_batch(random_env_obs(2, 0), mode="train")[0]
+    torch.testing.assert_close(odd, want, rtol=0, atol=1e-4)
     with pytest.raises(DexrlError) as err:
         fast.enable_torch_compile("reduce-overhead")
     assert err.value.code == "policy-compile-mode-graphs"
