@@ -35,6 +35,7 @@ import time
 import traceback
 import types
 from collections.abc import Callable
+from contextlib import nullcontext
 from pathlib import Path
 from typing import Any
 
@@ -68,7 +69,7 @@ light_rlinf()
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
 from _common import env_obs  # noqa: E402
-from _cost import gpu_busy, training_batch  # noqa: E402
+from _cost import global_step, gpu_busy, training_batch, without_prefix_reuse  # noqa: E402
 from torch._dynamo.utils import counters  # noqa: E402
 
 from dexrl.bridge.flow_policy import FlowRLPolicy  # noqa: E402
@@ -206,29 +207,21 @@ def rollout_rows(label: str, engines: Engines, names: list[str], args: argparse.
 def train_rows(label: str, adapter: FlowRLPolicy, budget: Budget) -> list[dict[str, Any]]:
     """One micro-batch's forward+backward, recomputing the prefix vs reusing it from the cache
     (``update_epoch`` passes over one micro-batch; the reuse arm computes the prefix once)."""
-    from _cost import global_step
-
     rows = []
     if not budget.allows(f"{label} training micro-batch", need=30.0):
         return rows
     batches = training_batch(adapter, env_obs, TRAIN_BATCH, 1)
     step = iter(range(1_000_000))
     for arm in ("recompute", "prefix cache"):
-        reuse = arm == "prefix cache"
         times = []
         for _ in range(3):  # the first warms up
             _peak_reset()
-            store = adapter.prefix_store
-            if not reuse:
-                adapter.prefix_store = None
-            try:
+            with nullcontext() if arm == "prefix cache" else without_prefix_reuse(adapter):
                 _sync()
                 start = time.perf_counter()
                 global_step(adapter, batches, TRAIN_EPOCHS, next(step))
                 _sync()
                 times.append((time.perf_counter() - start) / TRAIN_EPOCHS)
-            finally:
-                adapter.prefix_store = store
         rows.append({"model": label, "case": f"train micro-batch, {arm}", "batch": TRAIN_BATCH,
                      "ms": statistics.median(times[1:]) * 1e3, "peak_gb": _peak_gb()})
         print(_line(rows[-1]), flush=True)

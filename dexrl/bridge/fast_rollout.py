@@ -11,16 +11,20 @@ Design notes: docs/design/rollout-speed.md.
 from __future__ import annotations
 
 from collections.abc import Sequence
-from typing import TYPE_CHECKING
 
 import numpy as np
 import torch
 
-from dexrl.bridge.rollout_core import INPUTS, RolloutCore, RolloutPolicy, StepTables, step_noise
+from dexrl.bridge.rollout_core import (
+    INPUTS,
+    HostStager,
+    RolloutCore,
+    RolloutPolicy,
+    StepTables,
+    step_noise,
+)
+from dexrl.bridge.rollout_graphs import RolloutGraphs
 from dexrl.errors import DexrlError
-
-if TYPE_CHECKING:
-    from dexrl.bridge.rollout_graphs import RolloutGraphs
 
 # torch.compile's modes (torch._inductor.list_mode_options() and "default"); RLinf's default
 # for the rollout hook is max-autotune-no-cudagraphs. dexrl.config.schema repeats them.
@@ -58,9 +62,8 @@ class FastRollout:
             raise DexrlError(f"torch.compile mode {mode!r} is not one torch knows",
                              hint=f"use one of {', '.join(COMPILE_MODES)}",
                              where="rollout.torch_compile_mode", code="policy-compile-mode-unknown")
-        if self.graphs is not None and mode in GRAPHING_MODES:
-            raise DexrlError(_graphing_mode(mode), hint=_GRAPHING_HINT,
-                             where="rollout.torch_compile_mode", code="policy-compile-mode-graphs")
+        if self.graphs is not None:
+            _refuse_graphing_mode(mode)
         self.compile_mode, self.compile_backend = mode, backend
         self.core.compile(mode, backend)
         if self.graphs is not None:
@@ -74,17 +77,13 @@ class FastRollout:
             DexrlError: the model is not on a CUDA device, or compiled in a mode that records
                 CUDA graphs itself.
         """
-        from dexrl.bridge.rollout_graphs import RolloutGraphs
-
         device = self.adapter.flow.device
         if device.type != "cuda":
             raise DexrlError(f"CUDA graphs need the rollout model on a CUDA GPU; it is on "
                              f"{device.type}", hint="set rollout.enable_cuda_graph: false on "
                              "machines without a GPU", where="rollout.enable_cuda_graph",
                              code="policy-cuda-graph-no-gpu")
-        if self.compile_mode in GRAPHING_MODES:
-            raise DexrlError(_graphing_mode(self.compile_mode), hint=_GRAPHING_HINT,
-                             where="rollout.torch_compile_mode", code="policy-compile-mode-graphs")
+        _refuse_graphing_mode(self.compile_mode)
         if self.graphs is None:
             self.graphs = RolloutGraphs(self.core, self.adapter.input_template, self.tables,
                                         self.adapter.graph_weights, device)
@@ -120,8 +119,6 @@ class FastRollout:
                 return out
         device = noise.device
         if self._stage is None:
-            from dexrl.bridge.rollout_graphs import HostStager
-
             self._stage = HostStager(device)
         buffers = self._stage({**{k: host[k] for k in INPUTS}, "table": table})
         eps = torch.empty((self.settings.num_steps, *noise.shape), device=device)
@@ -137,13 +134,15 @@ def template_obs(batch: int, size: tuple[int, int], state_dim: int) -> dict[str,
             "task_descriptions": [""] * batch}
 
 
-_GRAPHING_HINT = ("set rollout.torch_compile_mode to max-autotune-no-cudagraphs or default with "
-                  "rollout.enable_cuda_graph, or turn rollout.enable_cuda_graph off")
-
-
-def _graphing_mode(mode: str | None) -> str:
-    return (f"torch.compile mode {mode!r} records CUDA graphs itself, which cannot run inside "
-            "the rollout's own CUDA graph")
+def _refuse_graphing_mode(mode: str | None) -> None:
+    """A compile mode that records CUDA graphs itself cannot run inside the rollout's graph."""
+    if mode in GRAPHING_MODES:
+        raise DexrlError(f"torch.compile mode {mode!r} records CUDA graphs itself, which cannot "
+                         "run inside the rollout's own CUDA graph",
+                         hint="set rollout.torch_compile_mode to max-autotune-no-cudagraphs or "
+                         "default with rollout.enable_cuda_graph, or turn "
+                         "rollout.enable_cuda_graph off",
+                         where="rollout.torch_compile_mode", code="policy-compile-mode-graphs")
 
 
 __all__ = ["COMPILE_MODES", "GRAPHING_MODES", "FastRollout", "template_obs"]

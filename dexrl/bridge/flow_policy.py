@@ -23,6 +23,7 @@ from dexrl.bridge.rl_steps import (
     score_chain,
     unpack_chains,
 )
+from dexrl.bridge.rollout_core import INPUTS
 from dexrl.errors import DexrlError
 from dexrl.models import checkpoint_model_type
 from dexrl.models.flow.mot import ATTENTION, PrefixCache
@@ -37,7 +38,6 @@ EVAL_NOISE_SEED = 0
 VALUE_HEAD_SEED = 0
 VALUE_HEAD_INIT_STD = 0.02
 VIEW_KEYS = ("main_images", "wrist_images")
-PREFIX_INPUTS = ("images", "tokens", "token_mask", "state")  # what _observation reads
 
 
 class FlowRLPolicy(nn.Module, BasePolicy):
@@ -263,7 +263,7 @@ class FlowRLPolicy(nn.Module, BasePolicy):
         if self.prefix_store is not None and ids is not None \
                 and not torch.is_inference_mode_enabled():
             cache = self.prefix_store.prefix(ids.tolist(), lambda rows: self._encode_prefix(
-                {k: forward_inputs[k][rows] for k in PREFIX_INPUTS}), state.device)
+                {k: forward_inputs[k][rows] for k in INPUTS}), state.device)
             denoise = self._cached_denoiser(cache, state)
         else:
             denoise = self._denoiser(self._observation(forward_inputs),
@@ -350,8 +350,8 @@ class FlowRLPolicy(nn.Module, BasePolicy):
     def _observation(self, inputs: Mapping[str, torch.Tensor]) -> ModelInputs:
         """Network inputs from :meth:`_rollout_inputs` tensors (used by rollout and training)."""
         device = self.flow.device
-        return self._model_inputs(*(inputs[k].to(device) for k in PREFIX_INPUTS[:3]),
-                                  self._state(inputs))
+        images, tokens, token_mask = (inputs[k].to(device) for k in INPUTS[:3])
+        return self._model_inputs(images, tokens, token_mask, self._state(inputs))
 
     def _model_inputs(self, images: torch.Tensor, tokens: torch.Tensor,
                       token_mask: torch.Tensor, state: torch.Tensor) -> ModelInputs:

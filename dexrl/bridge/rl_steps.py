@@ -212,10 +212,14 @@ def _moments(
                         noise_level=settings.noise_level, sigma=sigma)
 
 
+def initial_logprob(x: torch.Tensor) -> torch.Tensor:
+    """Log-prob of the initial noise under N(0, I) (the joint log-prob's first term)."""
+    return gaussian_logprob(x, torch.zeros_like(x), torch.ones_like(x))
+
+
 def _initial_terms(x: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
-    """Log-prob and entropy of the initial noise under N(0, I) (the joint log-prob's first term)."""
-    std = torch.ones_like(x)
-    return gaussian_logprob(x, torch.zeros_like(x), std), gaussian_entropy(std)
+    """:func:`initial_logprob` and the entropy of N(0, I)."""
+    return initial_logprob(x), gaussian_entropy(torch.ones_like(x))
 
 
 def sample_chain(
@@ -234,7 +238,7 @@ def sample_chain(
     batch = x.shape[0]
     grid = time_grid(settings.num_steps).to(x.device)
     stochastic = set() if scored is None else set(scored[0].tolist())
-    terms = [_initial_terms(x)[0]] if stochastic and settings.joint_logprob else []
+    terms = [initial_logprob(x)] if stochastic and settings.joint_logprob else []
     chains, first_hidden = [x], None
     for step in range(settings.num_steps):
         k = torch.full((batch,), step, dtype=torch.long, device=x.device)
@@ -319,6 +323,7 @@ __all__ = [
     "Denoiser",
     "RLSettings",
     "gaussian_entropy",
+    "initial_logprob",
     "pack_chains",
     "sample_chain",
     "score_chain",

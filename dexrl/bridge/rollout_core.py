@@ -18,7 +18,7 @@ from typing import Any, Protocol
 
 import torch
 
-from dexrl.bridge.rl_steps import RLSettings
+from dexrl.bridge.rl_steps import RLSettings, initial_logprob
 from dexrl.models.flow.mot import PrefixCache
 from dexrl.models.flow.sampling import (
     combine,
@@ -149,8 +149,8 @@ class RolloutCore:
                tail: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
         """Log-probs float32 [B, T, D] (the mean over the scored terms, zeros when none) and
         values float32 [B] (zeros without a value head)."""
-        initial = gaussian_logprob(noise, torch.zeros_like(noise), torch.ones_like(noise))
-        logprobs = (terms + tail[INITIAL] * initial) / tail[TERMS].clamp_min(1.0)
+        logprobs = ((terms + tail[INITIAL] * initial_logprob(noise))
+                    / tail[TERMS].clamp_min(1.0))
         if self.adapter.has_value_head:
             values = self.adapter._value(first_hidden)
         else:
@@ -176,6 +176,42 @@ class RolloutCore:
         return {"chains": torch.stack(chains, dim=1), "logprobs": logprobs, "values": values}
 
 
+class HostStager:
+    """Host tensors to the device through reusable pinned buffers, copied without blocking.
+
+    A buffer is written again only after the copies out of it finished (an event per call), so
+    a caller need not synchronize. Without CUDA, a plain copy.
+    """
+
+    def __init__(self, device: torch.device) -> None:
+        self.device = device
+        self.buffers: dict[tuple[str, tuple[int, ...], torch.dtype], torch.Tensor] = {}
+        self.done: torch.cuda.Event | None = None
+
+    def __call__(self, tensors: dict[str, torch.Tensor],
+                 into: dict[str, torch.Tensor] | None = None) -> dict[str, torch.Tensor]:
+        """Copy ``tensors`` to the device, into the tensors of ``into`` where given; returns
+        the device tensors."""
+        if self.device.type != "cuda":
+            if into is None:
+                return {k: v.to(self.device) for k, v in tensors.items()}
+            return {k: into[k].copy_(v) for k, v in tensors.items()}
+        if self.done is not None:
+            self.done.synchronize()
+        out = {}
+        for name, tensor in tensors.items():
+            key = (name, tuple(tensor.shape), tensor.dtype)
+            buffer = self.buffers.get(key)
+            if buffer is None:
+                buffer = self.buffers[key] = torch.empty_like(tensor, device="cpu").pin_memory()
+            buffer.copy_(tensor)
+            out[name] = (into[name].copy_(buffer, non_blocking=True) if into is not None
+                         else buffer.to(self.device, non_blocking=True))
+        self.done = torch.cuda.Event()
+        self.done.record()
+        return out
+
+
 def step_noise(eps: torch.Tensor, stochastic: Sequence[int]) -> torch.Tensor:
     """Fill ``eps`` [N, B, T, D] in place: standard normal at the stochastic steps, in step order
     (the draws the eager chain makes, from the same generator), zeros elsewhere."""
@@ -185,4 +221,4 @@ def step_noise(eps: torch.Tensor, stochastic: Sequence[int]) -> torch.Tensor:
     return eps
 
 
-__all__ = ["INPUTS", "RolloutCore", "StepTables", "step_noise"]
+__all__ = ["INPUTS", "HostStager", "RolloutCore", "StepTables", "step_noise"]

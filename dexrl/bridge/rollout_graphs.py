@@ -11,7 +11,7 @@ from collections.abc import Callable, Sequence
 import torch
 from rlinf.utils.cuda_graph import CUDAGraphManager, GraphCaptureSpec
 
-from dexrl.bridge.rollout_core import INPUTS, RolloutCore, StepTables, step_noise
+from dexrl.bridge.rollout_core import INPUTS, HostStager, RolloutCore, StepTables, step_noise
 
 # Batch sizes captured at most: RLinf's hook names two (train and eval); a few more cover other
 # sizes a worker sees (bootstrap values of a partial batch). Beyond it calls run ungraphed.
@@ -121,44 +121,8 @@ class RolloutGraphs:
         return tuple(t.data_ptr() for t in self.weights())
 
 
-class HostStager:
-    """Host tensors to the device through reusable pinned buffers, copied without blocking.
-
-    A buffer is written again only after the copies out of it finished (an event per call), so
-    a caller need not synchronize. Without CUDA, a plain copy.
-    """
-
-    def __init__(self, device: torch.device) -> None:
-        self.device = device
-        self.buffers: dict[tuple[str, tuple[int, ...], torch.dtype], torch.Tensor] = {}
-        self.done: torch.cuda.Event | None = None
-
-    def __call__(self, tensors: dict[str, torch.Tensor],
-                 into: dict[str, torch.Tensor] | None = None) -> dict[str, torch.Tensor]:
-        """Copy ``tensors`` to the device, into the tensors of ``into`` where given; returns
-        the device tensors."""
-        if self.device.type != "cuda":
-            if into is None:
-                return {k: v.to(self.device) for k, v in tensors.items()}
-            return {k: into[k].copy_(v) for k, v in tensors.items()}
-        if self.done is not None:
-            self.done.synchronize()
-        out = {}
-        for name, tensor in tensors.items():
-            key = (name, tuple(tensor.shape), tensor.dtype)
-            buffer = self.buffers.get(key)
-            if buffer is None:
-                buffer = self.buffers[key] = torch.empty_like(tensor, device="cpu").pin_memory()
-            buffer.copy_(tensor)
-            out[name] = (into[name].copy_(buffer, non_blocking=True) if into is not None
-                         else buffer.to(self.device, non_blocking=True))
-        self.done = torch.cuda.Event()
-        self.done.record()
-        return out
-
-
 def _name(batch: int) -> str:
     return f"dexrl_rollout_b{batch}"
 
 
-__all__ = ["MAX_GRAPHS", "HostStager", "RolloutGraphs"]
+__all__ = ["MAX_GRAPHS", "RolloutGraphs"]
