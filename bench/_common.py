@@ -26,8 +26,8 @@ from _cost import (
 )
 from torch import nn
 
-from dexrl.bridge.flow_policy import FlowRLPolicy
-from dexrl.bridge.rl_steps import RLSettings
+from dexrl.bridge.policies.chain import RLSettings
+from dexrl.bridge.policies.flow import FlowRLPolicy
 from dexrl.models.flow.policy import FlowPolicy
 
 ENV_FRAME = 256  # LIBERO camera frames

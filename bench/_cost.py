@@ -24,7 +24,7 @@ from typing import Any
 import torch
 from torch.profiler import ProfilerActivity, profile
 
-from dexrl.bridge.flow_policy import FlowRLPolicy
+from dexrl.bridge.policies.flow import FlowRLPolicy
 
 
 def op_counts(fn: Callable[[], Any]) -> dict[str, int]:

@@ -6,8 +6,8 @@ Run by hand (one thread; two can run side by side on 2 cores)::
         actor.model.dexbotic.noise_level=1.5
 
 It composes ``reach_cued_ppo_dexbotic_MODEL`` with the given overrides and a tiny random
-checkpoint, then runs ``--updates`` PPO updates of :class:`dexrl.bridge.local_ppo.LocalPPO` (RLinf's
-advantages and loss, no Ray) on :class:`dexrl.bridge.reach_env.CuedReachEnv`, one rollout of
+checkpoint, then runs ``--updates`` PPO updates of :class:`helpers.local_ppo.LocalPPO` (RLinf's
+advantages and loss, no Ray) on :class:`dexrl.reach.env.CuedReachEnv`, one rollout of
 ``total_num_envs`` episodes per update, printing training success every 10 updates. Then it
 evaluates the rollout policy with deterministic actions on fixed noise, ``--episodes`` per target,
 as trained and with the image cue, the instruction, or both masked. A pipeline run
@@ -24,14 +24,14 @@ import time
 from pathlib import Path
 
 import torch
+from helpers.local_ppo import LocalPPO, RolloutStep
 from omegaconf import DictConfig, OmegaConf
 
-from dexrl.bridge.local_ppo import LocalPPO, RolloutStep
-from dexrl.bridge.reach_env import CuedReachEnv
 from dexrl.config.compose import compose
-from dexrl.testing.dm0 import write_tiny_dm0
-from dexrl.testing.reach import MASKS
-from dexrl.testing.tiny_pi0 import write_tiny_pi0
+from dexrl.models.dm0.tiny import write_tiny_dm0
+from dexrl.models.pi0.tiny import write_tiny_pi0
+from dexrl.reach.env import CuedReachEnv
+from dexrl.reach.experiments import MASKS
 
 
 def main() -> None:

@@ -43,18 +43,18 @@ from _common import (
 from torch import nn
 from transformers import CONFIG_MAPPING
 
-from dexrl.bridge.dm0_policy import Dm0RLPolicy
-from dexrl.models import load_policy
+from dexrl.bridge.policies.dm0 import Dm0RLPolicy
+from dexrl.checkpoints.policy import load_policy
 from dexrl.models.dm0.config import PROJECTOR_TYPE, VISION_TOWER, Dm0Config
 from dexrl.models.dm0.loader import keeps_float32
 from dexrl.models.dm0.network import Dm0Network, Dm0RMSNorm
 from dexrl.models.dm0.policy import Dm0Policy
+from dexrl.models.dm0.tiny import write_qwen_tokenizer, write_tiny_dm0
 from dexrl.models.dm0.tokenization import Dm0PromptTokenizer
 from dexrl.models.dm0.vision import LayerScale, PeVisionConfig
 from dexrl.models.images import ImagePreprocessor
+from dexrl.models.tiny_files import write_norm_stats
 from dexrl.models.transforms import NormStats
-from dexrl.testing.dm0 import write_qwen_tokenizer, write_tiny_dm0
-from dexrl.testing.files import write_norm_stats
 
 PROMPT_LENGTH = 200  # Dexbotic's DM0 training prompt length (conf/model/dexbotic_dm0.yaml)
 LAYER_SCALE_INIT = 0.1  # PE's LayerScale initial value

@@ -43,7 +43,7 @@ def parse_args() -> argparse.Namespace:
 
 def main() -> None:
     args = parse_args()
-    from dexrl.bridge.libero_env import LiberoVecEnv, suite_info
+    from dexrl.bridge.envs.libero import LiberoVecEnv, suite_info
     from dexrl.evaluation.episode_loop import LoopSettings, Timings, run_episodes
     from dexrl.evaluation.episodes import plan_episodes
     from dexrl.evaluation.settings import env_config, resolve_settings
@@ -52,7 +52,7 @@ def main() -> None:
     with tempfile.TemporaryDirectory() as tmp:
         ckpt = args.ckpt
         if ckpt is None:
-            from dexrl.testing.tiny_pi0 import write_tiny_pi0
+            from dexrl.models.pi0.tiny import write_tiny_pi0
 
             ckpt = write_tiny_pi0(Path(tmp) / "tiny", chunk_size=max(8, args.action_chunk))
         source = resolve_checkpoint(ckpt)

@@ -72,8 +72,8 @@ from _common import env_obs  # noqa: E402
 from _cost import global_step, gpu_busy, training_batch, without_prefix_reuse  # noqa: E402
 from torch._dynamo.utils import counters  # noqa: E402
 
-from dexrl.bridge.flow_policy import FlowRLPolicy  # noqa: E402
-from dexrl.bridge.rl_steps import RLSettings  # noqa: E402
+from dexrl.bridge.policies.chain import RLSettings  # noqa: E402
+from dexrl.bridge.policies.flow import FlowRLPolicy  # noqa: E402
 
 
 class Budget:
@@ -259,12 +259,12 @@ def build(label: str, full: bool, workdir: Path) -> FlowRLPolicy:
     if label == "pi0":
         import pi0_policy as bench
 
-        from dexrl.bridge.pi0_policy import Pi0RLPolicy as adapter_class
+        from dexrl.bridge.policies.pi0 import Pi0RLPolicy as adapter_class
         config = bench.real_pi0_config
     else:
         import dm0_policy as bench
 
-        from dexrl.bridge.dm0_policy import Dm0RLPolicy as adapter_class
+        from dexrl.bridge.policies.dm0 import Dm0RLPolicy as adapter_class
         config = bench.real_dm0_config
     torch.manual_seed(0)
     policy = (bench.random_policy(config(), torch.bfloat16, torch.device("cuda"), workdir)

@@ -32,20 +32,20 @@ from _common import (
 from torch import nn
 from transformers import CONFIG_MAPPING
 
-from dexrl.bridge.pi0_policy import Pi0RLPolicy
-from dexrl.models import load_policy
+from dexrl.bridge.policies.pi0 import Pi0RLPolicy
+from dexrl.checkpoints.policy import load_policy
 from dexrl.models.images import ImagePreprocessor
 from dexrl.models.pi0.config import Pi0Config
 from dexrl.models.pi0.network import Pi0Network
 from dexrl.models.pi0.policy import Pi0Policy
+from dexrl.models.pi0.tiny import write_tiny_pi0
 from dexrl.models.pi0.tokenization import Pi0PromptTokenizer
-from dexrl.models.transforms import NormStats
-from dexrl.testing.files import (
+from dexrl.models.tiny_files import (
     write_norm_stats,
     write_preprocessor_config,
     write_sentencepiece_tokenizer,
 )
-from dexrl.testing.tiny_pi0 import write_tiny_pi0
+from dexrl.models.transforms import NormStats
 
 
 # ---------------------------------------------------------------- models

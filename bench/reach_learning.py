@@ -28,7 +28,7 @@ import time
 from pathlib import Path
 
 from dexrl.curves import plot_runs
-from dexrl.testing.reach import (
+from dexrl.reach.experiments import (
     ABLATION,
     CONTROL,
     MASKS,

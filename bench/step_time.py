@@ -37,7 +37,7 @@ SHIPPED: tuple[str, ...] = ()
 PHASES = r"""
 import sys, time
 import numpy as np
-from dexrl.bridge.libero_env import prepare_process
+from dexrl.bridge.envs.libero import prepare_process
 prepare_process()
 from dexrl.bridge.registry import register
 register()

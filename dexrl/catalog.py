@@ -1,6 +1,7 @@
 """Names users type: LIBERO suites and the policy registry (no heavy imports).
 
-:data:`POLICIES` holds the policies dexrl ships (declared in :mod:`dexrl.specs`);
+:data:`POLICIES` holds the policies dexrl ships (each declared in its model's package,
+``dexrl.models.<model>.spec``);
 :func:`policies` adds those that installed plugins declare (:mod:`dexrl.plugins`). Everything that
 knows a policy or a model type (the RLinf registration, ``--model``, ``dexrl configs``, the
 config and checkpoint checks, ``--dry-run``'s plan, eval, the hub's known repositories, doctor's
@@ -12,13 +13,13 @@ from __future__ import annotations
 import difflib
 
 from dexrl.errors import DexrlError
+from dexrl.models import BUILTIN_POLICIES as POLICIES
+from dexrl.models.dm0.spec import MODEL as DM0
+from dexrl.models.pi0.spec import MODEL as PI0
 from dexrl.plugins import discover
 from dexrl.specs import (
     BUILTIN,
-    DM0,
     LIBERO_SUITES,
-    PI0,
-    POLICIES,
     SUITES,
     ModelSpec,
     Policy,

@@ -98,3 +98,10 @@ def one_line(exc: BaseException) -> str:
     """``Type: message`` of an exception on one line."""
     text = " ".join(str(exc).split())
     return f"{type(exc).__name__}: {text}" if text else type(exc).__name__
+
+
+def findings_from(exc: DexrlError, where: str) -> list[Finding]:
+    """One finding per detail line of ``exc`` (one for the message when it has none)."""
+    hint = exc.hint or "restore the file from the original checkpoint"
+    lines = [f"{exc.message}: {d}" for d in exc.details] or [exc.message]
+    return [Finding("error", exc.where or where, line, hint) for line in lines]

@@ -13,11 +13,17 @@ from dataclasses import dataclass, replace
 from importlib import metadata, resources
 
 from dexrl.errors import DexrlError
-from dexrl.specs import POLICIES, SUITES, ModelSpec, Policy
+from dexrl.models import BUILTIN_POLICIES as POLICIES
+from dexrl.specs import SUITES, ModelSpec, Policy
 
 GROUP = "dexrl.policies"
 _NAME = re.compile(r"^[a-z][a-z0-9_]*$")
 _CALLABLE = re.compile(r"^[A-Za-z_][\w.]*:[A-Za-z_]\w*$")
+
+
+def _is_reference(value: object) -> bool:
+    """A plugin's ``"module:attribute"`` string (a plugin declares its code by name)."""
+    return isinstance(value, str) and _CALLABLE.match(value) is not None
 
 
 @dataclass(frozen=True)
@@ -95,17 +101,17 @@ def _check(name: str, dist: str, value: str, declared: object) -> PluginProblem 
         return _invalid(name, dist, f"declares a policy named '{declared.name}' with model type "
                         f"'{declared.model_type}'", "use the entry point's name as Policy.name; "
                         "names and model types are lower_snake_case")
-    if not _CALLABLE.match(declared.builder or "") or not _module_exists(declared.builder):
+    if not _is_reference(declared.builder) or not _module_exists(str(declared.builder)):
         return _invalid(name, dist, f"has no builder: '{declared.builder}' is not an importable "
                         "'module:function'", "set Policy.builder to 'your.module:build'")
-    if declared.smoke_checkpoint is not None and not _CALLABLE.match(declared.smoke_checkpoint):
+    if declared.smoke_checkpoint is not None and not _is_reference(declared.smoke_checkpoint):
         return _invalid(name, dist, f"has a malformed smoke_checkpoint "
                         f"'{declared.smoke_checkpoint}'", "use 'module:function' or None")
     if not isinstance(declared.model, ModelSpec):
         return _invalid(name, dist, f"declares model={declared.model!r}, not a "
                         "dexrl.catalog.ModelSpec", "set Policy.model to a ModelSpec(...)")
     for field, hook in _references(declared.model):
-        if not _CALLABLE.match(hook):
+        if not _is_reference(hook):
             return _invalid(name, dist, f"has a malformed ModelSpec.{field} '{hook}'",
                             "use 'module:attribute' or None")
     config = f"model/{declared.model_config_name}.yaml"

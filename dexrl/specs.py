@@ -8,10 +8,16 @@
 from __future__ import annotations
 
 import importlib
+from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
 BUILTIN = "dexrl"  # the distribution of the built-in policies
+
+# Code a declaration refers to, imported only when used: a ``"module:attribute"`` string (what a
+# plugin's entry point declares) or a function of no arguments that imports and returns it (what
+# the built-ins declare, in their own package: dexrl.models.pi0.spec, dexrl.models.dm0.spec).
+Reference = str | Callable[[], Any]
 
 
 @dataclass(frozen=True)
@@ -53,7 +59,7 @@ BUILTIN_TASKS = tuple(name for name, s in SUITES.items() if not s.libero)
 class ModelSpec:
     """What dexrl's checks, plan, eval and hub know about a model type, without importing it.
 
-    References to code are ``"module:attribute"`` strings, imported only when used
+    References to code are :data:`Reference` values, imported only when used
     (:func:`load_reference`), so declaring a spec stays cheap.
 
     Attributes:
@@ -82,14 +88,16 @@ class ModelSpec:
     norm_stats: bool = False
     params: tuple[float, float] = (0.0, 0.0)
     prefix_kv_bytes: float = 0.0
-    extra_keys: str | None = None
-    check_tensors: str | None = None
-    check_config: str | None = None
-    inference: str | None = None
+    extra_keys: Reference | None = None
+    check_tensors: Reference | None = None
+    check_config: Reference | None = None
+    inference: Reference | None = None
 
 
-def load_reference(reference: str) -> Any:
-    """Import a ``"module:attribute"`` reference of a declaration."""
+def load_reference(reference: Reference) -> Any:
+    """What a :data:`Reference` of a declaration refers to, imported now."""
+    if callable(reference):
+        return reference()
     module, _, name = reference.partition(":")
     return getattr(importlib.import_module(module), name)
 
@@ -99,7 +107,7 @@ class Policy:
     """A policy dexrl can train: one registry entry, built in or declared by a plugin.
 
     A plugin's entry point (group ``dexrl.policies``) resolves to one of these; importing it must
-    stay cheap, so the builder and the smoke hook are ``"module:function"`` strings imported only
+    stay cheap, so the builder and the smoke hook are :data:`Reference` values imported only
     when used.
 
     Attributes:
@@ -107,34 +115,33 @@ class Policy:
         model_type: The RLinf ``model_type`` the builder is registered under.
         description: One line for ``dexrl configs``.
         builder: ``"module:function"``; ``function(cfg, torch_dtype)`` returns the RLinf policy.
+            None for the built-ins: their adapters are the bridge's
+            (:data:`dexrl.bridge.registry.ADAPTERS`), the only package that imports RLinf.
         config_package: Importable package whose ``model/`` folder holds the model config.
         model_config: Name of that config in the ``model`` group (default: ``model_type``).
         template: Model type of the shipped configs a plugin policy is composed on.
         suites: The suites it trains on (default: every LIBERO suite).
         settings: Hydra overrides applied after the model config (its default settings).
         model: What dexrl knows about the policy's checkpoints (:class:`ModelSpec`).
-        smoke_checkpoint: ``"module:function"`` writing a tiny checkpoint to a path for
-            ``--smoke``, or ``None`` when the policy needs none.
+        smoke_checkpoint: A :data:`Reference` to ``function(path)`` writing a tiny checkpoint
+            for ``--smoke``, or ``None`` when the policy needs none.
         replaces_builtin: Whether a plugin may take over a built-in name or model type.
         distribution: The distribution that declares it (set by discovery for plugins).
-        always_register: Register even when the builder's module is not installed (built-ins
-            that must fail loudly at build time instead of as "unknown model type").
     """
 
     name: str
     model_type: str
     description: str
-    builder: str
+    builder: Reference | None = None
     config_package: str = "dexrl.conf"
     model_config: str = ""
     template: str = "dexbotic_pi0"
     suites: tuple[str, ...] = LIBERO_SUITES
     model: ModelSpec = ModelSpec()
     settings: tuple[str, ...] = ()
-    smoke_checkpoint: str | None = None
+    smoke_checkpoint: Reference | None = None
     replaces_builtin: bool = False
     distribution: str = BUILTIN
-    always_register: bool = True
 
     @property
     def builtin(self) -> bool:
@@ -145,40 +152,3 @@ class Policy:
     def model_config_name(self) -> str:
         """The config's name in the ``model`` group."""
         return self.model_config or self.model_type
-
-
-# The built-in models; the π0 figures follow the memory budget in the model notes (3.24 B
-# parameters, ≈314 M trainable with train_expert_only). Prefix keys/values per sample: layers × 2 ×
-# KV heads × head_dim × prefix tokens × 2 bytes; π0: 18 × 2 × 1 × 256 × (2·256 + 48); DM0 (the
-# sizes bench/dm0_policy.py assumes): 28 × 2 × 8 × 128 × (2·169 + 200).
-PI0 = ModelSpec(
-    tokenizer_files=(("tokenizer.model",), ("tokenizer_config.json",)),
-    preprocessor=True, norm_stats=True, params=(3.24e9, 0.314e9),
-    prefix_kv_bytes=18 * 2 * 1 * 256 * 560 * 2,
-    extra_keys="dexrl.models.pi0.loader:ALLOWED_EXTRA_KEYS",
-    check_tensors="dexrl.hub.weights:check_pi0_tensors",
-    inference="dexrl.models.pi0.policy:Pi0Policy",
-)
-DM0 = ModelSpec(
-    tokenizer_files=(("vocab.json",), ("merges.txt",), ("tokenizer_config.json",)),
-    norm_stats=True, params=(2.4e9, 0.45e9), prefix_kv_bytes=28 * 2 * 8 * 128 * 538 * 2,
-    extra_keys="dexrl.models.dm0.loader:ALLOWED_EXTRA_KEYS",
-    check_config="dexrl.config.checks:check_dm0_settings",
-    inference="dexrl.models.dm0.policy:Dm0Policy",
-)
-
-POLICIES: dict[str, Policy] = {
-    p.name: p
-    for p in (
-        Policy("pi0", "dexbotic_pi0", "Dexbotic π0: SigLIP + Gemma-2B with a Gemma action expert",
-               "dexrl.bridge.pi0_policy:build", model=PI0,
-               suites=(*LIBERO_SUITES, *BUILTIN_TASKS),
-               smoke_checkpoint="dexrl.testing.tiny_pi0:write_tiny_pi0"),
-        # dexbotic_dm0 is also an RLinf built-in, which dexrl replaces only once its own adapter
-        # is installed.
-        Policy("dm0", "dexbotic_dm0", "Dexbotic DM0: PE ViT-L/14@728 + Qwen3 with a Qwen3 expert",
-               "dexrl.bridge.dm0_policy:build", template="dexbotic_dm0", model=DM0,
-               suites=(*LIBERO_SUITES, *BUILTIN_TASKS),
-               smoke_checkpoint="dexrl.testing.dm0:write_tiny_dm0", always_register=False),
-    )
-}

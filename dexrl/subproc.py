@@ -13,7 +13,7 @@ import os
 import signal
 import subprocess
 import sys
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from typing import Any
 
 from dexrl.errors import one_line
@@ -26,12 +26,14 @@ class ProbeError(RuntimeError):
     """A probe failed, crashed or timed out; the message is one line saying which."""
 
 
-def run_probe(target: str, kwargs: Mapping[str, Any] | None = None, *,
+def run_probe(target: str | Callable[..., dict[str, Any]],
+              kwargs: Mapping[str, Any] | None = None, *,
               env: Mapping[str, str] | None = None, timeout: float = 60.0) -> dict[str, Any]:
     """Call ``module:function(**kwargs)`` in a child interpreter and return its dict result.
 
     Args:
-        target: ``module:function``; the function returns a JSON-serialisable dict.
+        target: A module-level function (or its ``"module:function"`` name) returning a
+            JSON-serialisable dict; the child imports it by name.
         kwargs: Keyword arguments, JSON-serialisable.
         env: Variables set (or, with an empty value, removed) on top of this process's env.
         timeout: Seconds before the child is killed.
@@ -45,6 +47,8 @@ def run_probe(target: str, kwargs: Mapping[str, Any] | None = None, *,
             child_env.pop(key, None)
         else:
             child_env[key] = value
+    if callable(target):
+        target = f"{target.__module__}:{target.__name__}"
     cmd = [sys.executable, "-m", "dexrl.subproc", target, json.dumps(dict(kwargs or {}))]
     try:
         proc = subprocess.run(cmd, capture_output=True, text=True, timeout=timeout,

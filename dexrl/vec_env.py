@@ -2,7 +2,7 @@
 (:class:`Episode`) and returns (:class:`ChunkStep`), and the :class:`VecEnv` interface.
 
 It sits below both sides: :mod:`dexrl.evaluation` plans episodes and drives a ``VecEnv``;
-:class:`dexrl.bridge.libero_env.LiberoVecEnv` implements one over RLinf's LIBERO env, so the
+:class:`dexrl.bridge.envs.libero.LiberoVecEnv` implements one over RLinf's LIBERO env, so the
 bridge never imports the evaluation package.
 """
 

@@ -32,7 +32,7 @@ def pytest_configure(config: pytest.Config) -> None:
 @pytest.fixture(scope="session")
 def tiny_pi0_dir(tmp_path_factory: pytest.TempPathFactory) -> Path:
     """A tiny random π0 checkpoint (single file, mlp2x_gelu, fp32). Treat it as read-only."""
-    from dexrl.testing.tiny_pi0 import write_tiny_pi0
+    from dexrl.models.pi0.tiny import write_tiny_pi0
 
     return write_tiny_pi0(tmp_path_factory.mktemp("tiny_pi0") / "ckpt", seed=0)
 
@@ -40,7 +40,7 @@ def tiny_pi0_dir(tmp_path_factory: pytest.TempPathFactory) -> Path:
 @pytest.fixture(scope="session")
 def tiny_dm0_dir(tmp_path_factory: pytest.TempPathFactory) -> Path:
     """A tiny random DM0 checkpoint. Treat it as read-only."""
-    from dexrl.testing.dm0 import write_tiny_dm0
+    from dexrl.models.dm0.tiny import write_tiny_dm0
 
     return write_tiny_dm0(tmp_path_factory.mktemp("tiny_dm0") / "ckpt")
 

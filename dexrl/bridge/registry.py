@@ -5,51 +5,61 @@ Design notes: docs/design/policy-adapters.md.
 
 from __future__ import annotations
 
-import importlib
-import importlib.util
 from collections.abc import Callable
 from typing import Any
 
-from dexrl.catalog import POLICIES, load_reference, policies
+from dexrl.catalog import load_reference, policies
 
 EXT_MODULE = "dexrl.bridge.registry"
 
-# model_type -> adapter module providing ``build(cfg, torch_dtype)``, for dexrl's own policies
-# (derived from the catalog; plugins are added by :func:`builders`).
-ADAPTERS: dict[str, str] = {p.model_type: p.builder.split(":")[0] for p in POLICIES.values()}
-# Registered even before its adapter exists, so a missing adapter fails loudly at build time
-# instead of as "unknown model type". dexbotic_dm0 is also an RLinf built-in, which dexrl only
-# replaces once its own adapter is installed.
-ALWAYS_REGISTERED = frozenset(p.model_type for p in POLICIES.values() if p.always_register)
+
+def _build_pi0(cfg: Any, torch_dtype: Any) -> Any:
+    from dexrl.bridge.policies.pi0 import build
+
+    return build(cfg, torch_dtype)
 
 
-def adapter_available(model_type: str) -> bool:
-    """Whether the adapter module for ``model_type`` is installed (found without importing it)."""
-    module = ADAPTERS.get(model_type)
-    return module is not None and importlib.util.find_spec(module) is not None
+def _build_dm0(cfg: Any, torch_dtype: Any) -> Any:
+    from dexrl.bridge.policies.dm0 import build
+
+    return build(cfg, torch_dtype)
+
+
+# model_type -> ``build(cfg, torch_dtype)`` of dexrl's own policies (each imports its adapter when
+# called); plugins are added by :func:`builders`. dexbotic_dm0 is also an RLinf built-in, which
+# dexrl's entry replaces.
+ADAPTERS: dict[str, Callable[[Any, Any], Any]] = {
+    "dexbotic_pi0": _build_pi0, "dexbotic_dm0": _build_dm0,
+}
 
 
 def dexrl_model_types() -> list[str]:
-    """The built-in model types :func:`register` registers in this installation."""
-    return [t for t in ADAPTERS if t in ALWAYS_REGISTERED or adapter_available(t)]
+    """The built-in model types :func:`register` registers."""
+    return list(ADAPTERS)
 
 
-def builders() -> dict[str, str]:
-    """model_type -> ``"module:function"`` of every policy :func:`register` registers.
+def builders() -> dict[str, Callable[[Any, Any], Any]]:
+    """model_type -> builder of every policy :func:`register` registers.
 
-    The built-ins (those installed) and every valid plugin; a broken plugin is left out (and
+    The built-ins (those with an adapter) and every valid plugin; a broken plugin is left out (and
     reported by :mod:`dexrl.plugins`), so it never stops the others from registering.
     """
-    installed = set(dexrl_model_types())
-    return {p.model_type: p.builder for p in policies().values()
-            if not p.builtin or p.model_type in installed}
+    found: dict[str, Callable[[Any, Any], Any]] = {}
+    for p in policies().values():
+        if p.builtin and p.model_type in ADAPTERS:
+            found[p.model_type] = ADAPTERS[p.model_type]
+        elif not p.builtin and p.builder is not None:
+            found[p.model_type] = _lazy_builder(p.model_type, p.builder)
+    return found
 
 
-def _lazy_builder(model_type: str, target: str) -> Callable[[Any, Any], Any]:
-    module, _, function = target.partition(":")
+def _lazy_builder(model_type: str, target: str | Callable[[], Any]) -> Callable[[Any, Any], Any]:
+    """A plugin's builder, imported from its ``"module:function"`` when first called."""
 
     def build(cfg: Any, torch_dtype: Any) -> Any:
-        return load_reference(f"{module}:{function or 'build'}")(cfg, torch_dtype)
+        if isinstance(target, str) and ":" not in target:
+            return load_reference(f"{target}:build")(cfg, torch_dtype)
+        return load_reference(target)(cfg, torch_dtype)
 
     build.__qualname__ = build.__name__ = f"build_{model_type}"
     build.__doc__ = f"Build RLinf model type '{model_type}' with {target}."
@@ -68,14 +78,12 @@ def register() -> list[str]:
     """
     import rlinf.models
 
-    from dexrl.bridge import cpu_platform
+    from dexrl.bridge.launch import cpu_platform
 
     cpu_platform.install()
     targets = builders()
-    for model_type, target in targets.items():
-        rlinf.models.register_model(
-            model_type, _lazy_builder(model_type, target), category="embodied", force=True,
-        )
+    for model_type, build in targets.items():
+        rlinf.models.register_model(model_type, build, category="embodied", force=True)
     return list(targets)
 
 

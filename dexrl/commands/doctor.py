@@ -44,8 +44,8 @@ def build_context(suite: str | None, model: str | None, config_name: str | None,
         The context and the config findings (``None`` without a config).
     """
     from dexrl.catalog import get_suite
-    from dexrl.config.checked import compose_and_check
     from dexrl.config.compose import suite_of
+    from dexrl.config.validate import compose_and_check
     from dexrl.doctor.context import DEFAULT_SUITE, Budget, Context
     from dexrl.hub.home import resolve_ckpt
     from dexrl.training.session import ckpt_overrides
@@ -90,7 +90,7 @@ def doctor(
     # Imported here so that `dexrl --help` does not pay for the doctor's modules.
     from rich.console import Console
 
-    from dexrl.bridge.nodes import check_address
+    from dexrl.cluster import check_address
     from dexrl.console import console
     from dexrl.doctor.report import exit_code, print_table, relevant_env, to_json, to_markdown
     from dexrl.doctor.schedule import areas, run_doctor

@@ -85,7 +85,7 @@ def eval_command(
     overrides: list[str] = typer.Argument(None, help="Env config overrides, key=value."),
 ) -> None:
     """Evaluate a checkpoint on LIBERO (RLinf's env wrapper) or on a dexrl task."""
-    from dexrl.bridge.supervise import Output
+    from dexrl.bridge.launch.output import Output
     from dexrl.evaluation import report, session
     from dexrl.hub.home import resolve_ckpt
 

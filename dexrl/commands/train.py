@@ -63,7 +63,7 @@ def train(
 def show_plan(new: NewRun) -> None:
     """Print what a launch would do (``--dry-run``); nothing is started or written."""
     from dexrl.console import console
-    from dexrl.runs.settings import render_settings
+    from dexrl.runs.owned_keys import render_settings
     from dexrl.training.plan import render_plan
 
     result, findings, per_node = new.result, new.findings, new.per_node

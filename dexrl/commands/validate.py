@@ -11,7 +11,7 @@ from dexrl.errors import DexrlError
 if TYPE_CHECKING:
     from rich.console import Console
 
-    from dexrl.config.checked import Validated
+    from dexrl.config.validate import Validated
 
 EPILOG = """\
 Examples:
@@ -80,8 +80,8 @@ def validate(
     """Compose and check a training config (no Ray, no GPU, no rlinf import)."""
     from rich.console import Console
 
-    from dexrl.config.checked import compose_and_check
     from dexrl.config.compose import to_yaml
+    from dexrl.config.validate import compose_and_check
 
     if explain:
         show_key(explain, suite, model, config_name, overrides or [])

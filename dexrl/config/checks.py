@@ -21,11 +21,10 @@ from dexrl.catalog import SUITES, load_reference, policies, policy_for
 from dexrl.config.schema import check_values
 from dexrl.errors import Finding
 from dexrl.hub.verify import check_checkpoint_dir
-from dexrl.reach_task import SECTION, check_env
+from dexrl.reach.rules import SECTION, check_env
 
 # Actions DM0 executes per chunk according to RLinf's Dexbotic docs and its model/dexbotic_dm0.yaml
 # (the model's trajectory length); RLinf's DM0 PPO configs, and dexrl's, set 5.
-DM0_DOCUMENTED_CHUNKS = 10
 COMPONENTS = ("actor", "rollout", "env")
 _RANGE = re.compile(r"^\s*(\d+)\s*(?:-\s*(\d+)\s*)?$")
 # Actor settings that the rollout (and the Dexbotic section) read again under other keys: a set
@@ -309,31 +308,6 @@ def check_dexbotic(cfg: DictConfig) -> list[Finding]:
     policy = policy_for(model_type) if isinstance(model_type, str) else None
     if policy is not None and policy.model.check_config is not None:
         findings += load_reference(policy.model.check_config)(cfg)
-    return findings
-
-
-def check_dm0_settings(cfg: DictConfig) -> list[Finding]:
-    """What is known about DM0's settings (DM0's ``ModelSpec.check_config``)."""
-    findings: list[Finding] = []
-    chunks = _get(cfg, "actor.model.num_action_chunks")
-    if chunks != DM0_DOCUMENTED_CHUNKS:
-        findings.append(Finding(
-            "warning", "actor.model.num_action_chunks",
-            f"{chunks} differs from DM0's documented {DM0_DOCUMENTED_CHUNKS}: RLinf's Dexbotic "
-            f"docs and model/dexbotic_dm0.yaml say DM0 uses {DM0_DOCUMENTED_CHUNKS}, while "
-            "RLinf's libero_spatial_ppo_dexbotic_dm0.yaml ships 5 (dexrl's default follows it)",
-            f"keep it to reproduce RLinf's DM0 PPO recipe, or set "
-            f"actor.model.num_action_chunks={DM0_DOCUMENTED_CHUNKS} to act as DM0 is evaluated "
-            "(env max steps must stay divisible by it)"))
-    precision = str(_get(cfg, "actor.model.precision"))
-    if precision in ("bf16", "bfloat16") and not _get(
-            cfg, "actor.model.dexbotic.train_expert_only", True):
-        findings.append(Finding(
-            "error", "actor.model.dexbotic.train_expert_only",
-            "full DM0 fine-tuning in bf16 cannot be sharded by FSDP: DM0 keeps its vision stem "
-            "and position embedding in fp32 next to bf16 weights of the same module",
-            "keep actor.model.dexbotic.train_expert_only=true, or set actor.model.precision=fp32 "
-            "(with actor.fsdp_config.mixed_precision.param_dtype=bf16 for bf16 compute)"))
     return findings
 
 

@@ -17,7 +17,7 @@ from typing import Any
 
 from dexrl.catalog import LIBERO_SUITES
 from dexrl.errors import Finding
-from dexrl.reach_task import PALETTE
+from dexrl.reach.rules import PALETTE
 
 # rlinf/config.py torch_dtype_from_precision: everything it maps to a dtype (null keeps the
 # checkpoint's dtype).
@@ -26,12 +26,12 @@ PRECISIONS: tuple[Any, ...] = ("bf16", "bf16-mixed", "fp16", "16", "16-mixed", 1
 # rlinf.algorithms.registry: names registered by rlinf/algorithms/advantages.py and losses.py.
 ADV_TYPES = ("gae", "grpo", "grpo_dynamic", "reinpp", "raw")
 LOSS_TYPES = ("actor", "actor_critic", "decoupled_actor_critic")
-# dexrl.bridge.rl_steps.NOISE_METHODS and dexrl.models.transforms.NORM_MODES, repeated here
+# dexrl.bridge.policies.chain.NOISE_METHODS and dexrl.models.transforms.NORM_MODES, repeated here
 # because those modules import torch (a test keeps them equal).
 NOISE_METHODS = ("flow_sde", "flow_cps")
 NORM_MODES = ("mean_std", "quantile")
 ATTENTION = ("eager", "sdpa")  # dexrl.models.flow.mot.ATTENTION
-# dexrl.bridge.fast_rollout.COMPILE_MODES (torch.compile's modes; a test keeps them equal).
+# dexrl.bridge.policies.fast_rollout.COMPILE_MODES (torch.compile's modes; a test keeps them equal).
 COMPILE_MODES = ("default", "reduce-overhead", "max-autotune", "max-autotune-no-cudagraphs")
 LOGGERS = ("tensorboard", "wandb", "swanlab")  # rlinf/utils/metric_logger.py
 
@@ -160,7 +160,7 @@ SCHEMA: tuple[Key, ...] = (
     _k("env.*.video_cfg.video_base_dir", "str", "Folder for the videos."),
     _k("env.*.init_params.camera_heights", "int", "Camera image height in pixels.", POS),
     _k("env.*.init_params.camera_widths", "int", "Camera image width in pixels.", POS),
-    # dexrl's built-in tasks (conf/env/reach*.yaml, dexrl.bridge.reach_env), not RLinf's.
+    # dexrl's built-in tasks (conf/env/reach*.yaml, dexrl.reach.env), not RLinf's.
     _k("env.*.dexrl_env", "str", "A dexrl task that dexrl's env worker builds instead of RLinf's "
        "LiberoEnv (the learning runs on a CPU).", choices=("reach", "reach_cued")),
     _k("env.*.reach.target", "list[float]", "Reach: the target point (x, y, z) in the unit cube."),

@@ -20,7 +20,7 @@ from typing import Any
 
 from omegaconf import DictConfig, OmegaConf
 
-from dexrl.bridge.nodes import OtherRay, live_nodes, other_ray_instances
+from dexrl.cluster import OtherRay, live_nodes, other_ray_instances
 from dexrl.config.compose import renders
 from dexrl.doctor import GIB, CheckResult, cuda, extension, fail, guarded, ok, skip, warn
 from dexrl.doctor.context import NO_CONFIG_FIX, Context

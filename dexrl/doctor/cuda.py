@@ -103,7 +103,7 @@ def nvidia_smi(timeout: float) -> tuple[str | None, int | None]:
 
 def probe_cuda(timeout: float) -> CudaFacts:
     """Gather :class:`CudaFacts` (torch in a child interpreter, then ``nvidia-smi``)."""
-    raw = run_probe("dexrl.doctor.cuda:torch_cuda_facts", timeout=timeout)
+    raw = run_probe(torch_cuda_facts, timeout=timeout)
     driver, smi = nvidia_smi(min(timeout, 15.0))
     return CudaFacts(raw["torch"], raw["torch_cuda"], raw["available"],
                      tuple(Gpu(**g) for g in raw["gpus"]), os.environ.get("CUDA_VISIBLE_DEVICES"),

@@ -1,7 +1,7 @@
 """Check 6, the extension-module round trip in real Ray workers on every node.
 
-The work is :func:`dexrl.bridge.roundtrip.check_registration`, the same function ``train`` runs
-before it launches; this module only turns its results into a doctor row.
+The work is :func:`dexrl.bridge.launch.worker_probe.check_registration`, the same function
+``train`` runs before it launches; this module only turns its results into a doctor row.
 """
 
 from __future__ import annotations
@@ -10,8 +10,8 @@ from collections.abc import Sequence
 
 from omegaconf import DictConfig, OmegaConf
 
+from dexrl.bridge.launch.worker_probe import RoundTrip
 from dexrl.bridge.registry import EXT_MODULE, builders
-from dexrl.bridge.roundtrip import RoundTrip
 from dexrl.doctor import CheckResult, fail, ok
 from dexrl.errors import DexrlError
 from dexrl.plugins import PluginProblem, discover
@@ -26,8 +26,8 @@ def model_types(cfg: DictConfig | None) -> list[str]:
 def probe_roundtrip(types: Sequence[str], timeout: float,
                     ext_module: str = EXT_MODULE) -> list[RoundTrip]:
     """Run the round trip on every alive node of the connected Ray, with train's worker env."""
-    from dexrl.bridge.launch import worker_env
-    from dexrl.bridge.roundtrip import check_registration
+    from dexrl.bridge.launch.driver import worker_env
+    from dexrl.bridge.launch.worker_probe import check_registration
 
     env = worker_env(probe_gl=False, ext_module=ext_module)
     return check_registration(types, ext_module, env=env, timeout_s=timeout)

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import os
 import time
+from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -170,7 +171,8 @@ def check_env_step(suite: str, quick: bool, result: dict[str, Any] | None,
               suite=suite, **result)
 
 
-def _call(target: str, timeout: float, **kwargs: Any) -> tuple[dict[str, Any] | None, str | None]:
+def _call(target: Callable[..., dict[str, Any]], timeout: float,
+          **kwargs: Any) -> tuple[dict[str, Any] | None, str | None]:
     try:
         return run_probe(target, kwargs, timeout=timeout), None
     except ProbeError as exc:
@@ -180,7 +182,7 @@ def _call(target: str, timeout: float, **kwargs: Any) -> tuple[dict[str, Any] | 
 def run(ctx: Context) -> list[CheckResult]:
     """Import LIBERO, read its config, look for assets, and (unless quick) step one env."""
     start = time.monotonic()
-    imported, error = _call("dexrl.doctor.libero:import_libero", ctx.budget.timeout(60.0))
+    imported, error = _call(import_libero, ctx.budget.timeout(60.0))
     results = [guarded("libero.import", check_import, imported, error)
                .timed(time.monotonic() - start)]
     config = read_config()
@@ -189,7 +191,7 @@ def run(ctx: Context) -> list[CheckResult]:
     stepped, step_error, seconds = None, None, None
     if not ctx.quick:
         start = time.monotonic()
-        stepped, step_error = _call("dexrl.doctor.libero:step_env", ctx.budget.timeout(240.0),
+        stepped, step_error = _call(step_env, ctx.budget.timeout(240.0),
                                     suite=ctx.suite)
         seconds = time.monotonic() - start
     result = guarded("libero.env", check_env_step, ctx.suite, ctx.quick, stepped, step_error)

@@ -149,7 +149,7 @@ def attempt_render(backend: str, device: str | None, timeout: float) -> RenderAt
     """Render once in a child interpreter; failures become an attempt with an error."""
     start = time.monotonic()
     try:
-        out = run_probe("dexrl.doctor.render:render_frames", env=render_env(backend, device),
+        out = run_probe(render_frames, env=render_env(backend, device),
                         timeout=timeout)
     except ProbeError as exc:
         return RenderAttempt(device, backend, False, time.monotonic() - start, error=str(exc))

@@ -94,7 +94,7 @@ def roundtrip() -> dict[str, Any]:
 def probe_serializer(timeout: float) -> SerializerFacts:
     """Run :func:`roundtrip` in a child interpreter (imports and a Ray start can hang or crash)."""
     try:
-        found = run_probe("dexrl.doctor.serializer:roundtrip", timeout=timeout)
+        found = run_probe(roundtrip, timeout=timeout)
     except ProbeError as exc:
         return SerializerFacts(None, {"probe": str(exc)})
     return SerializerFacts(found["numpy"], dict(found["errors"]))

@@ -84,7 +84,7 @@ def build_results(*, suite: str, checkpoint: Mapping[str, Any], config: Mapping[
             "success_rate": blind_bound,
             "above": overall["ci95"][0] > blind_bound,
             "meaning": "no policy that ignores the instruction and the image succeeds more "
-                       "often (dexrl.reach_task.CuedTask.blind_bound); above: the 95 % "
+                       "often (dexrl.reach.rules.CuedTask.blind_bound); above: the 95 % "
                        "interval's low end exceeds it"},
     }
 

@@ -28,8 +28,8 @@ from dexrl.evaluation.settings import (
 )
 from dexrl.evaluation.sources import CheckpointSource, load_eval_policy, resolve_checkpoint
 from dexrl.evaluation.videos import VideoRecorder, write_gallery
-from dexrl.reach_task import blind_bound
-from dexrl.reach_task import languages as task_languages
+from dexrl.reach.rules import blind_bound
+from dexrl.reach.rules import languages as task_languages
 from dexrl.runs import durable
 from dexrl.runs.layout import eval_dir
 from dexrl.vec_env import Episode
@@ -75,7 +75,7 @@ def prepare(*, ckpt: str | Path, suite: str, tasks: str | None, episodes_per_tas
     source = resolve_checkpoint(ckpt, base)
     libero = get_suite(suite).libero
     if libero:
-        from dexrl.bridge.libero_env import check_assets, suite_info
+        from dexrl.bridge.envs.libero import check_assets, suite_info
 
         check_assets()
         info = suite_info(suite_name)
@@ -108,7 +108,7 @@ def check_task(env_cfg: DictConfig, suite: str) -> None:
     from omegaconf import OmegaConf
 
     from dexrl.errors import DexrlError, errors
-    from dexrl.reach_task import SECTION, check_env
+    from dexrl.reach.rules import SECTION, check_env
 
     if suite != SECTION:
         return
@@ -138,8 +138,8 @@ def run(prepared: Prepared, *, command: list[str],
         on_start: Callable[[int], None] | None = None,
         on_episode: Callable[[EpisodeResult], None] | None = None) -> dict[str, Any]:
     """Run the prepared evaluation and write its results; returns the results.json content."""
-    from dexrl.bridge.libero_env import LiberoVecEnv
-    from dexrl.bridge.reach_env import TaskVecEnv
+    from dexrl.bridge.envs.libero import LiberoVecEnv
+    from dexrl.bridge.envs.tasks import TaskVecEnv
     from dexrl.catalog import get_suite
     from dexrl.runs.record import git_state
     from dexrl.versions import installed_versions

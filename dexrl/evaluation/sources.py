@@ -14,8 +14,8 @@ from typing import TYPE_CHECKING, Any
 import torch
 from omegaconf import OmegaConf
 
+from dexrl.checkpoints.policy import checkpoint_model_type
 from dexrl.errors import DexrlError
-from dexrl.models import checkpoint_model_type
 from dexrl.runs.layout import (
     CONFIG_FILE,
     WEIGHTS_IN_STEP,
@@ -326,7 +326,7 @@ def load_eval_policy(source: CheckpointSource, device: str | torch.device,
     Raises:
         DexrlError: the training weights do not match the network of the base checkpoint.
     """
-    from dexrl.models import load_policy
+    from dexrl.checkpoints.policy import load_policy
 
     if source.form == "dexbotic":
         policy = load_policy(source.model_dir, device=device, dtype=dtype)

@@ -14,8 +14,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from dexrl.catalog import load_reference, model_types, policy_for
-from dexrl.errors import DexrlError, Finding, errors
-from dexrl.hub.weights import WeightStats, findings_from, read_weights
+from dexrl.errors import DexrlError, Finding, errors, findings_from
+from dexrl.hub.weights import WeightStats, read_weights
 from dexrl.models.layout import INDEX_FILE, weight_files
 
 

@@ -14,7 +14,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from dexrl.errors import DexrlError, Finding
+from dexrl.errors import Finding
 
 # Bytes per element of every safetensors dtype.
 _DTYPE_BYTES = {"BOOL": 1, "U8": 1, "I8": 1, "F8_E4M3": 1, "F8_E5M2": 1, "I16": 2, "U16": 2,
@@ -150,42 +150,6 @@ def _index_findings(index: Path, tensors: dict[str, TensorInfo]) -> list[Finding
         found.append(Finding("error", str(index), f"{len(unlisted)} tensor(s) missing from the "
                              f"index: {_preview(unlisted)}", _REDOWNLOAD))
     return found
-
-
-def check_pi0_tensors(config: dict[str, Any], tensors: dict[str, TensorInfo], *,
-                      config_source: str, weights_source: str) -> list[Finding]:
-    """Check tensor names and shapes against the π0 network dexrl builds from ``config.json``.
-
-    Builds :class:`~dexrl.models.pi0.network.Pi0Network` on the meta device (no memory, no
-    weights) and runs the π0 loader's own key accounting on shape-only stand-ins, so a checkpoint
-    passes here exactly when the loader would accept its names and shapes.
-    """
-    import torch
-
-    from dexrl.models.flow.projector import check_projector
-    from dexrl.models.pi0.config import Pi0Config
-    from dexrl.models.pi0.loader import ALLOWED_EXTRA_KEYS
-    from dexrl.models.pi0.network import Pi0Network
-    from dexrl.models.weight_loading import load_strict
-
-    try:
-        parsed = Pi0Config.from_dict(config, source=config_source)
-        check_projector(parsed.projector_type, parsed.projector_bias, tensors,
-                        source=config_source)
-        with torch.device("meta"):
-            network = Pi0Network(parsed)
-            stand_ins = {k: torch.empty(t.shape) for k, t in tensors.items()}
-        load_strict(network, stand_ins, allowed_extra=ALLOWED_EXTRA_KEYS, source=weights_source)
-    except DexrlError as exc:
-        return findings_from(exc, config_source)
-    return []
-
-
-def findings_from(exc: DexrlError, where: str) -> list[Finding]:
-    """One finding per detail line of ``exc`` (one for the message when it has none)."""
-    hint = exc.hint or "restore the file from the original checkpoint"
-    lines = [f"{exc.message}: {d}" for d in exc.details] or [exc.message]
-    return [Finding("error", exc.where or where, line, hint) for line in lines]
 
 
 def _preview(keys: list[str], shown: int = 3) -> str:

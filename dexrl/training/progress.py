@@ -43,7 +43,7 @@ class ProgressPrinter:
         self._drawn: int | None = None  # the step the curves were last drawn at
 
     def __call__(self, event: Any) -> None:
-        """Render one ``dexrl.bridge.supervise.Progress`` event."""
+        """Render one ``dexrl.bridge.launch.supervisor.Progress`` event."""
         if event.kind == "ready":
             self._last = event.elapsed_s
             self.console.print(f"workers ready after {event.elapsed_s:.0f} s; "

@@ -21,7 +21,7 @@ from dexrl.runs.layout import SMOKE_CHECKPOINT
 if TYPE_CHECKING:
     from omegaconf import DictConfig
 
-    from dexrl.config.checked import Validated
+    from dexrl.config.validate import Validated
     from dexrl.runs.checkpoints import Checkpoint
     from dexrl.training.plan import Plan
 
@@ -44,7 +44,7 @@ def refuse_on_errors(name: str, findings: list[Finding]) -> None:
 def check_ray_address(ray_address: str | None) -> None:
     """Fail fast, before anything is written, on a Ray address that does not answer."""
     if ray_address and ray_address != "local":
-        from dexrl.bridge.nodes import check_address
+        from dexrl.cluster import check_address
 
         check_address(ray_address)
 
@@ -73,7 +73,7 @@ def write_smoke_checkpoint(run_dir: Path, model_type: str) -> Path | None:
 def run(cfg: DictConfig, run_dir: Path, *, smoke: bool, resume_from: Path | None,
         ray_address: str | None, verbose: bool, stall_timeout: float) -> int:
     """Register, launch and print progress; shared by ``train`` and ``resume``."""
-    from dexrl.bridge import launch as bridge
+    from dexrl.bridge.launch import driver as bridge
     from dexrl.runs.layout import checkpoint_step
     from dexrl.runs.record import use_wandb_run_id
     from dexrl.runs.state import begin
@@ -120,11 +120,11 @@ def prepare(*, suite: str | None, model: str | None, config_name: str | None,
             ckpt: str | None, name: str | None, run_dir: Path | None, smoke: bool,
             dry_run: bool, gpus_per_node: int | None, overrides: list[str]) -> NewRun:
     """Compose and check a new run's config and choose its folder; writes nothing."""
-    from dexrl.config.checked import compose_and_check
     from dexrl.config.compose import suite_of
+    from dexrl.config.validate import compose_and_check
     from dexrl.hub.home import resolve_ckpt
     from dexrl.runs.layout import default_run_dir
-    from dexrl.runs.settings import set_run_folder
+    from dexrl.runs.owned_keys import set_run_folder
 
     if name and run_dir:
         raise DexrlError("--name and --run-dir both name the run folder",
@@ -156,13 +156,13 @@ def start(new: NewRun, *, ray_address: str | None) -> DictConfig:
     """Refuse what cannot launch, then write the run folder; returns the resolved config."""
     from omegaconf import OmegaConf
 
-    from dexrl.config.checked import compose_and_check
     from dexrl.config.checks import Facts, run_config_checks
+    from dexrl.config.validate import compose_and_check
     from dexrl.hub.manifest import checkpoint_provenance
     from dexrl.runs.checkpoints import skipped
     from dexrl.runs.layout import check_new_run_dir
+    from dexrl.runs.owned_keys import set_run_folder
     from dexrl.runs.record import resolved, write_run_files
-    from dexrl.runs.settings import set_run_folder
     from dexrl.runs.state import story
 
     refuse_on_errors(new.result.name, new.findings)
@@ -240,8 +240,8 @@ def prepare_resume(run_dir: Path, *, step: int | None, overrides: list[str],
     from dexrl.config.checks import Facts, run_config_checks
     from dexrl.runs.checkpoints import pick_checkpoint, skipped
     from dexrl.runs.opened import open_run
+    from dexrl.runs.owned_keys import refuse_owned_overrides, set_run_folder
     from dexrl.runs.resume_rules import check_steps_left, refuse_unsafe_changes
-    from dexrl.runs.settings import refuse_owned_overrides, set_run_folder
     from dexrl.runs.state import story
 
     refuse_owned_overrides(overrides, "a resumed run stays in its folder and --step N picks "

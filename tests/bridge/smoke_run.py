@@ -13,12 +13,12 @@ import os
 import sys
 from pathlib import Path
 
-from dexrl.bridge.launch import launch, prepare
+from dexrl.bridge.launch.driver import launch, prepare
 from dexrl.bridge.registry import EXT_MODULE
 from dexrl.config.compose import compose
 from dexrl.runs.checkpoints import latest_checkpoint
 from dexrl.runs.opened import open_run
-from dexrl.runs.settings import set_run_folder
+from dexrl.runs.owned_keys import set_run_folder
 from dexrl.training.progress import ProgressPrinter
 
 CONFIG = os.environ.get("DEXRL_SMOKE_CONFIG", "libero_spatial_ppo_dexbotic_pi0")

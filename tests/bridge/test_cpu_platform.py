@@ -8,8 +8,8 @@ import pytest
 import torch
 from rlinf.scheduler.hardware import AcceleratorType, AcceleratorUtil
 
-from dexrl.bridge import cpu_platform
-from dexrl.bridge.cpu_platform import CPU_PLATFORM, CpuPlatform
+from dexrl.bridge.launch import cpu_platform
+from dexrl.bridge.launch.cpu_platform import CPU_PLATFORM, CpuPlatform
 
 GPU_PLATFORM = object()  # what a fake accelerator manager hands out
 

@@ -17,12 +17,12 @@ import pytest
 import torch
 from omegaconf import OmegaConf
 
-from dexrl.bridge.dm0_policy import Dm0RLPolicy, build
-from dexrl.bridge.rl_steps import RLSettings
+from dexrl.bridge.policies.chain import RLSettings
+from dexrl.bridge.policies.dm0 import Dm0RLPolicy, build
+from dexrl.checkpoints.policy import load_policy
 from dexrl.errors import DexrlError
-from dexrl.models import load_policy
 from dexrl.models.dm0.loader import keeps_float32
-from dexrl.testing.dm0 import TINY_PROMPT_LENGTH, TINY_VISION, write_tiny_dm0
+from dexrl.models.dm0.tiny import TINY_PROMPT_LENGTH, TINY_VISION, write_tiny_dm0
 
 CHUNK = 8  # chunk_size of the tiny checkpoint
 CONF_MODEL = Path(__file__).resolve().parents[2] / "conf" / "model" / "dexbotic_dm0.yaml"

@@ -9,17 +9,17 @@ from pathlib import Path
 
 import pytest
 import torch
-from env_obs import random_env_obs
+from helpers.env_obs import random_env_obs
 from torch._dynamo.utils import counters
 
-from dexrl.bridge.dm0_policy import Dm0RLPolicy
-from dexrl.bridge.fast_rollout import COMPILE_MODES
-from dexrl.bridge.flow_policy import FlowRLPolicy
-from dexrl.bridge.pi0_policy import Pi0RLPolicy
-from dexrl.bridge.rl_steps import RLSettings
-from dexrl.bridge.rollout_core import StepTables
+from dexrl.bridge.policies.chain import RLSettings
+from dexrl.bridge.policies.dm0 import Dm0RLPolicy
+from dexrl.bridge.policies.fast_rollout import COMPILE_MODES
+from dexrl.bridge.policies.flow import FlowRLPolicy
+from dexrl.bridge.policies.pi0 import Pi0RLPolicy
+from dexrl.bridge.policies.rollout_core import StepTables
+from dexrl.checkpoints.policy import load_policy
 from dexrl.errors import DexrlError
-from dexrl.models import load_policy
 from dexrl.models.flow.sampling import sde_sigma, step_moments, time_grid
 
 BATCH = 3

@@ -24,7 +24,7 @@ def _rank(rank: int, port: int, results: dict) -> None:
     from torch.distributed.device_mesh import init_device_mesh
     from torch.distributed.fsdp import fully_shard
 
-    from dexrl.bridge.grad_norm import reduce_grad_norm_over_shards
+    from dexrl.bridge.launch.grad_norm import reduce_grad_norm_over_shards
 
     os.environ.update(MASTER_ADDR="127.0.0.1", MASTER_PORT=str(port))
     dist.init_process_group("gloo", rank=rank, world_size=2)
@@ -77,7 +77,7 @@ def test_two_rank_fsdp2_grad_norm_is_the_whole_gradients() -> None:
 def test_one_rank_or_fsdp1_is_left_alone() -> None:
     from omegaconf import OmegaConf
 
-    from dexrl.bridge.grad_norm import reduce_grad_norm_over_shards
+    from dexrl.bridge.launch.grad_norm import reduce_grad_norm_over_shards
 
     class Mesh:
         mesh_dim_names = ("fsdp",)

@@ -11,23 +11,20 @@ import time
 from pathlib import Path
 
 import pytest
-from hidden_packages import env_without
+from helpers.hidden_packages import env_without
 from omegaconf import OmegaConf
 
-from dexrl.bridge import launch
-from dexrl.bridge.supervise import (
-    FailureSignal,
-    Output,
-    Progress,
-    Supervisor,
-    pending_calls,
-)
+from dexrl.bridge.launch import driver as launch
+from dexrl.bridge.launch.events import Progress
+from dexrl.bridge.launch.failures import FailureSignal, pending_calls
+from dexrl.bridge.launch.output import Output
+from dexrl.bridge.launch.supervisor import Supervisor
 from dexrl.errors import DexrlError
 from dexrl.runs.checkpoints import latest_checkpoint, mark_complete
 from dexrl.runs.layout import MARKER, checkpoints_dir
 from dexrl.runs.opened import load_run_config
+from dexrl.runs.owned_keys import check_run_folder, set_run_folder
 from dexrl.runs.resume_rules import planned_steps
-from dexrl.runs.settings import check_run_folder, set_run_folder
 
 
 def _cfg(**runner: object) -> OmegaConf:
@@ -145,7 +142,7 @@ def test_run_folder_holds_logs_checkpoints_and_config(tmp_path: Path) -> None:
         check_run_folder(cfg, tmp_path, None)
     set_run_folder(cfg, tmp_path)
     check_run_folder(cfg, tmp_path, None)
-    from dexrl.bridge.workers import checkpoint_path
+    from dexrl.bridge.launch.workers import checkpoint_path
 
     assert checkpoint_path(cfg, 4) == checkpoints_dir(tmp_path) / "global_step_4"
     with pytest.raises(DexrlError, match="no config.yaml") as err:
@@ -206,7 +203,7 @@ def test_prepare_rejects_a_model_type_nobody_registers(monkeypatch: pytest.Monke
 ROUTING_SCRIPT = """
 import os, sys, threading
 from pathlib import Path
-from dexrl.bridge.supervise import Output
+from dexrl.bridge.launch.output import Output
 
 with Output(Path(sys.argv[1]), verbose=False) as out:
     print("python print goes to the log")
@@ -250,7 +247,7 @@ class WorkerGroupFuncResult:
 def _supervisor(tmp_path: Path, stall_s: float, seen: list[Progress]) -> Supervisor:
     return Supervisor(start_step=0, total=2, stall_timeout_s=stall_s, failure=FailureSignal(),
                       on_progress=seen.append, output=Output(tmp_path / "log", verbose=True),
-                      log_hint="the log")
+                      log_hint="the log", on_checkpoint=mark_complete)
 
 
 def test_stall_names_the_worker_group_rlinf_waits_on(tmp_path: Path) -> None:
@@ -313,7 +310,7 @@ def test_events_arrive_in_order_and_checkpoints_get_marked(tmp_path: Path) -> No
 def test_a_loop_error_becomes_a_dexrl_error(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    from dexrl.bridge import supervise
+    from dexrl.bridge.launch import supervisor as supervise
 
     monkeypatch.setattr(supervise, "dead_actor_causes", lambda: [])
 

@@ -2,7 +2,7 @@
 read its instruction and images.
 
 Tiny π0 and DM0 train on :class:`~learning_task.ContextualTarget` exactly as RLinf's actor and
-rollout workers run them (:class:`~dexrl.bridge.local_ppo.LocalPPO`): rollout calls of a separate
+rollout workers run them (:class:`~helpers.local_ppo.LocalPPO`): rollout calls of a separate
 rollout policy, RLinf's GAE and actor-critic loss with the shipped config's clip ratios, value
 clipping, Huber delta, update epochs, ``noise_method``, ``num_steps`` and
 ``detach_critic_input: true``, AdamW steps, and RLinf's bucket weight sync back into the rollout
@@ -14,7 +14,7 @@ advantages (rollouts, value training, optimizer steps and syncs all run; nothing
 stay below the bound.
 
 Both noise methods are covered on π0 (their maths is shared by both adapters,
-:mod:`dexrl.bridge.rl_steps`); DM0 runs the shipped ``flow_sde``. DM0 trains its whole network
+:mod:`dexrl.bridge.policies.chain`); DM0 runs the shipped ``flow_sde``. DM0 trains its whole network
 here (``train_expert_only=false``): with its language model frozen, the tiny DM0's expert did not
 learn to read the context at all (60 updates at policy learning rates 3e-3 to 1e-1: at most 0.012
 past the bound), while π0's expert does; see docs/learning.md.
@@ -44,9 +44,9 @@ from pathlib import Path
 
 import pytest
 import torch
-from learning_task import learning_config, run_ppo
+from helpers.learning_task import learning_config, run_ppo
 
-from dexrl.testing.dm0 import write_tiny_dm0
+from dexrl.models.dm0.tiny import write_tiny_dm0
 
 UPDATES = 60
 ENVS = 32

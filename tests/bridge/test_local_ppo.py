@@ -1,4 +1,4 @@
-"""RLinf's PPO iteration in one process (:mod:`dexrl.bridge.local_ppo`): the pieces the learning
+"""RLinf's PPO iteration in one process (:mod:`helpers.local_ppo`): the pieces the learning
 check relies on."""
 
 from __future__ import annotations
@@ -7,9 +7,8 @@ from pathlib import Path
 
 import pytest
 import torch
-from learning_task import learning_config
-
-from dexrl.bridge.local_ppo import LocalPPO, RolloutStep, rollout_batch
+from helpers.learning_task import learning_config
+from helpers.local_ppo import LocalPPO, RolloutStep, rollout_batch
 
 
 @pytest.fixture(scope="module")
@@ -33,7 +32,7 @@ def test_weight_sync_copies_the_actor_into_a_separate_rollout_policy(ppo: LocalP
 
 
 def test_rollout_batch_has_rlinfs_layout(ppo: LocalPPO) -> None:
-    from learning_task import ContextualTarget
+    from helpers.learning_task import ContextualTarget
 
     task = ContextualTarget(torch.zeros(7), torch.ones(7), image_size=16)
     contexts = torch.tensor([0, 1, 1, 0])
@@ -52,7 +51,7 @@ def test_rollout_batch_has_rlinfs_layout(ppo: LocalPPO) -> None:
 def test_a_training_round_computes_each_prefix_once(ppo: LocalPPO) -> None:
     """RLinf's order (step hook, epochs of micro-batches, end of round) with the shipped
     update_epoch: one prefix pass per sample, the other epochs reuse it, the round frees it."""
-    from learning_task import ContextualTarget
+    from helpers.learning_task import ContextualTarget
 
     task = ContextualTarget(torch.zeros(7), torch.ones(7), image_size=16)
     contexts = torch.tensor([0, 1, 1, 0])

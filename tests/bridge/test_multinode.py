@@ -1,4 +1,5 @@
-"""Two Ray nodes on this machine (``tests/ray_cluster.py``): doctor, train and resume across them.
+"""Two Ray nodes on this machine (``tests/helpers/ray_cluster.py``): doctor, train and resume
+across them.
 
 The head is node 0 and runs the driver and the actor; node 1 runs the env and rollout workers, so
 weights and rollouts cross a node boundary (through Ray's object store and gloo over TCP, on one
@@ -20,7 +21,7 @@ import torch
 from dexrl.runs.checkpoints import is_complete, latest_checkpoint
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
-from ray_cluster import LocalCluster  # noqa: E402
+from helpers.ray_cluster import LocalCluster  # noqa: E402
 from test_smoke import DEXRL, run_process  # noqa: E402
 
 # Actor on node 0, env and rollout on node 1: on nodes without GPUs RLinf's ids are node ranks.
@@ -155,7 +156,7 @@ def test_an_actor_of_world_size_two_matches_one_rank_and_exports(
     assert wa.keys() == wb.keys()
     policy = [k for k in wa if k in before]
     moved = {name: _max_diff(w, before, policy) for name, w in (("one", wa), ("two", wb))}
-    from dexrl.bridge.flow_policy import init_value_head
+    from dexrl.bridge.policies.flow import init_value_head
 
     head = torch.nn.Linear(wa["value_head.weight"].shape[1], 1)
     init_value_head(head)  # the start of both runs' value heads (a fixed seed)
@@ -171,7 +172,7 @@ def test_an_actor_of_world_size_two_matches_one_rank_and_exports(
     out = tmp_path / "exported"
     export = run_process([DEXRL, "export", str(two_dir), "--out", str(out)], tmp_path)
     assert export.returncode == 0, export.stderr[-2000:]
-    from dexrl.models import load_policy
+    from dexrl.checkpoints.policy import load_policy
 
     exported = load_policy(out).network.state_dict()
     assert exported.keys() <= wb.keys()

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from dexrl.bridge.nodes import NodeRecord, groups_on, lost_node_error
+from dexrl.cluster import NodeRecord, groups_on, lost_node_error
 
 HEAD = NodeRecord(0, "a" * 56, "10.0.0.1")
 SECOND = NodeRecord(1, "b" * 56, "10.0.0.2")

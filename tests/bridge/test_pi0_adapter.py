@@ -15,10 +15,10 @@ import pytest
 import torch
 from omegaconf import OmegaConf
 
-from dexrl.bridge.pi0_policy import Pi0RLPolicy, build
-from dexrl.bridge.rl_steps import RLSettings, gaussian_entropy, unpack_chains
+from dexrl.bridge.policies.chain import RLSettings, gaussian_entropy, unpack_chains
+from dexrl.bridge.policies.pi0 import Pi0RLPolicy, build
+from dexrl.checkpoints.policy import load_policy
 from dexrl.errors import DexrlError
-from dexrl.models import load_policy
 from dexrl.models.flow.sampling import time_grid
 from dexrl.models.transforms import actions_to_env
 

@@ -20,10 +20,10 @@ from tiny_plugin import write_plugin
 from typer.testing import CliRunner
 
 from dexrl import plugins
-from dexrl.bridge.roundtrip import RoundTrip
+from dexrl.bridge.launch.worker_probe import RoundTrip
 from dexrl.catalog import get_policy, policies
 from dexrl.cli import app
-from dexrl.config.checked import compose_and_check
+from dexrl.config.validate import compose_and_check
 from dexrl.doctor import schedule as doctor_runner
 from dexrl.doctor.extension import check_roundtrip
 from dexrl.errors import DexrlError
@@ -211,7 +211,7 @@ def test_an_explicit_override_replaces_the_builtin(install: Callable[..., Path])
 def test_a_ray_worker_discovers_the_plugin_through_register(
     install: Callable[..., Path],
 ) -> None:
-    from dexrl.bridge.roundtrip import check_registration
+    from dexrl.bridge.launch.worker_probe import check_registration
 
     root = install("dexrl_plug_ray", name="plug_ray")
     (result,) = check_registration(["dexbotic_pi0", "plug_ray_state"],

@@ -11,14 +11,14 @@ import numpy as np
 import pytest
 import torch
 
-from dexrl.bridge.dm0_policy import Dm0RLPolicy
-from dexrl.bridge.flow_policy import FlowRLPolicy
-from dexrl.bridge.pi0_policy import Pi0RLPolicy
-from dexrl.bridge.prefix_cache import PrefixCacheSettings, new_sample_ids
-from dexrl.bridge.rl_steps import RLSettings
+from dexrl.bridge.policies.chain import RLSettings
+from dexrl.bridge.policies.dm0 import Dm0RLPolicy
+from dexrl.bridge.policies.flow import FlowRLPolicy
+from dexrl.bridge.policies.pi0 import Pi0RLPolicy
+from dexrl.bridge.policies.prefix_cache import PrefixCacheSettings, new_sample_ids
+from dexrl.checkpoints.policy import load_policy
 from dexrl.errors import DexrlError
-from dexrl.models import load_policy
-from dexrl.testing.dm0 import write_tiny_dm0
+from dexrl.models.dm0.tiny import write_tiny_dm0
 
 RECOMPUTE = PrefixCacheSettings(device_gb=0.0, host_gb=0.0)
 TOLERANCE = {"rtol": 0.0, "atol": 1e-6}
@@ -210,7 +210,7 @@ def test_bad_budgets_fail_clearly(section: dict, where: str) -> None:
 def test_a_full_gpu_spills_to_the_host(tiny_pi0_dir: Path, monkeypatch) -> None:
     """Where the GPU has no room left (device_room, fed by the driver's free memory on CUDA), the
     device budget does not apply and the caches go to the host tier."""
-    from dexrl.bridge import prefix_cache
+    from dexrl.bridge.policies import prefix_cache
 
     monkeypatch.setattr(prefix_cache, "device_room", lambda device: 0.0)
     cached, _ = _pair("pi0", tiny_pi0_dir, PrefixCacheSettings(device_gb=8.0, host_gb=1.0))
@@ -225,7 +225,7 @@ def test_a_full_gpu_spills_to_the_host(tiny_pi0_dir: Path, monkeypatch) -> None:
 def test_release_reaches_the_policy_inside_an_fsdp1_wrapper(tiny_pi0_dir: Path) -> None:
     from types import SimpleNamespace
 
-    from dexrl.bridge.prefix_cache import release_prefix_cache
+    from dexrl.bridge.policies.prefix_cache import release_prefix_cache
 
     cached, _ = _pair("pi0", tiny_pi0_dir)
     cached(forward_inputs=_rollouts(cached, cached.flow.images.size[0])["forward_inputs"])

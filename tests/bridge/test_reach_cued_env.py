@@ -9,9 +9,9 @@ import pytest
 import torch
 from omegaconf import OmegaConf
 
-from dexrl.bridge.reach_env import CuedReachEnv
 from dexrl.config.compose import compose
-from dexrl.reach_task import GRIPPER_RGB, PALETTE, CuedTask, check_section
+from dexrl.reach.env import CuedReachEnv
+from dexrl.reach.rules import GRIPPER_RGB, PALETTE, CuedTask, check_section
 
 
 def env_cfg(*overrides: str):  # noqa: ANN201

@@ -6,9 +6,9 @@ import numpy as np
 import pytest
 import torch
 
-from dexrl.bridge.reach_env import INSTRUCTION, TARGET_RGB, ReachEnv
-from dexrl.bridge.reach_env import REACH_GRIPPER_RGB as GRIPPER_RGB
 from dexrl.config.compose import compose
+from dexrl.reach.env import INSTRUCTION, TARGET_RGB, ReachEnv
+from dexrl.reach.env import REACH_GRIPPER_RGB as GRIPPER_RGB
 
 
 @pytest.fixture(scope="module")
@@ -81,7 +81,7 @@ def test_resets_draw_new_starts_in_the_start_box(cfg) -> None:  # noqa: ANN001
 
 
 def test_the_env_worker_builds_dexrl_tasks_by_name() -> None:
-    from dexrl.bridge.workers import dexrl_env_class
+    from dexrl.bridge.launch.workers import dexrl_env_class
 
     assert dexrl_env_class("reach") is ReachEnv
     with pytest.raises(ValueError, match="unknown dexrl_env 'rech'"):

@@ -10,7 +10,7 @@ import pytest
 import ray
 
 from dexrl.bridge import registry
-from dexrl.bridge.roundtrip import check_registration, first_failure
+from dexrl.bridge.launch.worker_probe import check_registration, first_failure
 from dexrl.errors import DexrlError
 
 pytestmark = pytest.mark.spawns  # Ray: one private instance for the module
@@ -31,10 +31,10 @@ def test_register_makes_dexrl_types_resolve_with_dexrl_builders() -> None:
 def test_dm0_builtin_is_replaced_only_when_dexrl_ships_the_adapter(
     monkeypatch: pytest.MonkeyPatch,
 ) -> None:
-    monkeypatch.setitem(registry.ADAPTERS, "dexbotic_dm0", "dexrl.bridge.no_such_adapter")
-    assert "dexbotic_dm0" not in registry.dexrl_model_types()
-    monkeypatch.setitem(registry.ADAPTERS, "dexbotic_dm0", "dexrl.bridge.registry")
     assert "dexbotic_dm0" in registry.dexrl_model_types()
+    monkeypatch.delitem(registry.ADAPTERS, "dexbotic_dm0")
+    assert "dexbotic_dm0" not in registry.dexrl_model_types()
+    assert "dexbotic_dm0" not in registry.builders()
 
 
 def test_builders_import_their_adapter_only_when_called() -> None:
@@ -103,7 +103,7 @@ def test_round_trip_surfaces_a_failing_register_and_missing_types(
 
 
 def test_a_worker_with_another_interpreter_or_versions_fails() -> None:
-    from dexrl.bridge.roundtrip import RoundTrip, compare_with_driver, interpreter_facts
+    from dexrl.bridge.launch.worker_probe import RoundTrip, compare_with_driver, interpreter_facts
 
     python, installed = interpreter_facts()
     same = RoundTrip(True, "ok", "m", ("dexbotic_pi0",), python=python, versions=installed)

@@ -8,14 +8,14 @@ from pathlib import Path
 
 import pytest
 import torch
-from env_obs import random_env_obs
+from helpers.env_obs import random_env_obs
 
-from dexrl.bridge.dm0_policy import Dm0RLPolicy
-from dexrl.bridge.flow_policy import FlowRLPolicy
-from dexrl.bridge.pi0_policy import Pi0RLPolicy
-from dexrl.bridge.rl_steps import RLSettings
+from dexrl.bridge.policies.chain import RLSettings
+from dexrl.bridge.policies.dm0 import Dm0RLPolicy
+from dexrl.bridge.policies.flow import FlowRLPolicy
+from dexrl.bridge.policies.pi0 import Pi0RLPolicy
+from dexrl.checkpoints.policy import load_policy
 from dexrl.errors import DexrlError
-from dexrl.models import load_policy
 
 needs_cuda = pytest.mark.skipif(not torch.cuda.is_available(), reason="needs a CUDA GPU")
 BATCH = 4

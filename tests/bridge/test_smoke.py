@@ -2,7 +2,7 @@
 
 Each run is a subprocess, as under ``dexrl train``: one launch per process. The default run keeps
 one test, through the real CLI (``dexrl train --smoke``, then ``dexrl resume`` to step 2); the
-supervision tests (worker failure, stall, Ctrl-C) drive ``dexrl.bridge.launch`` through
+supervision tests (worker failure, stall, Ctrl-C) drive ``dexrl.bridge.launch.driver`` through
 ``smoke_run.py`` and are ``slow``.
 """
 
@@ -23,7 +23,7 @@ import psutil
 import pytest
 from omegaconf import OmegaConf
 
-from dexrl.bridge.launch import BANNER
+from dexrl.bridge.launch.driver import BANNER
 from dexrl.runs.checkpoints import is_complete, latest_checkpoint
 
 HERE = Path(__file__).resolve().parent

@@ -16,8 +16,9 @@ from pathlib import Path
 import pytest
 import ray
 
-from dexrl.bridge import supervise
-from dexrl.bridge.supervise import FailureSignal, Output, Progress, Supervisor
+from dexrl.bridge.launch import failures
+from dexrl.bridge.launch import supervisor as supervising
+from dexrl.bridge.launch.supervisor import FailureSignal, Output, Progress, Supervisor
 from dexrl.errors import DexrlError
 
 pytestmark = pytest.mark.spawns  # Ray: one private instance for the module
@@ -45,14 +46,14 @@ def _crash_one_and_kill_one() -> None:
     crashed.crash.remote()
     ray.kill(killed)  # killed on purpose: not a failure
     deadline = time.monotonic() + 30
-    while not supervise.dead_actor_causes() and time.monotonic() < deadline:
+    while not failures.dead_actor_causes() and time.monotonic() < deadline:
         time.sleep(0.2)
 
 
 def test_a_dead_worker_is_named_without_the_dashboard(ray_without_dashboard: None) -> None:
     _crash_one_and_kill_one()
     start = time.monotonic()
-    causes = supervise.dead_actor_causes()
+    causes = failures.dead_actor_causes()
     assert time.monotonic() - start < 1.0
     assert [name for name, _, _ in causes] == ["DexrlEnv"]
     assert "ray.kill" not in causes[0][1]
@@ -76,8 +77,8 @@ def test_a_worker_released_by_its_owner_is_not_a_failure(monkeypatch: pytest.Mon
     resume and in CI's smoke resume)."""
     rows = [{"State": "DEAD", "ActorClassName": "DexrlEnv", "DeathCause": _death(reason)},
             {"State": "DEAD", "ActorClassName": "DexrlEnv", "DeathCause": _death("WORKER_DIED")}]
-    monkeypatch.setattr(supervise, "job_actors", lambda: rows)
-    causes = supervise.dead_actor_causes()
+    monkeypatch.setattr(failures, "job_actors", lambda: rows)
+    causes = failures.dead_actor_causes()
     assert len(causes) == 1 and "WORKER_DIED" in causes[0][1]  # the crash stays a failure
 
 
@@ -86,8 +87,8 @@ def test_a_run_that_finished_is_not_failed_by_a_late_health_check(
     """Once RLinf's loop has returned, workers its teardown dropped may look dead to the watch;
     the run still finished. The control: the same dead worker while the loop runs fails it."""
     dead = [("DexrlRollout", "died", ["died"])]
-    monkeypatch.setattr(supervise, "dead_actor_causes", lambda: dead)
-    monkeypatch.setattr(supervise, "failed_task_causes", lambda: [])
+    monkeypatch.setattr(supervising, "dead_actor_causes", lambda: dead)
+    monkeypatch.setattr(supervising, "failed_task_causes", lambda: [])
 
     def supervisor() -> Supervisor:
         return Supervisor(start_step=0, total=1, stall_timeout_s=120, failure=FailureSignal(),
@@ -109,11 +110,11 @@ def test_a_run_that_finished_is_not_failed_by_a_late_health_check(
 @pytest.mark.slow
 def test_ray_reports_a_released_worker_as_released(ray_without_dashboard: None) -> None:
     """The row the test above builds is the one Ray writes when the last handle goes."""
-    from dexrl.bridge.nodes import job_actors
+    from dexrl.cluster import job_actors
 
     def released() -> int:
         return sum(1 for a in job_actors() if a.get("State") == "DEAD"
-                   and any(r in str(a.get("DeathCause")) for r in supervise.RELEASED))
+                   and any(r in str(a.get("DeathCause")) for r in failures.RELEASED))
 
     before = released()
     worker = DexrlEnv.remote()
@@ -124,8 +125,8 @@ def test_ray_reports_a_released_worker_as_released(ray_without_dashboard: None) 
     while released() == before and time.monotonic() < deadline:
         time.sleep(0.2)
     assert released() > before
-    assert not [c for c in supervise.dead_actor_causes()
-                if any(r in c[2][0] for r in supervise.RELEASED)]
+    assert not [c for c in failures.dead_actor_causes()
+                if any(r in c[2][0] for r in failures.RELEASED)]
 
 
 def test_the_supervisor_stops_a_run_whose_worker_died(ray_without_dashboard: None,
@@ -149,7 +150,7 @@ def test_a_slow_health_check_never_delays_progress(monkeypatch: pytest.MonkeyPat
         time.sleep(3.0)  # a state query that hangs, as Ray's did without its dashboard
         return []
 
-    monkeypatch.setattr(supervise, "dead_actor_causes", slow_cluster)
+    monkeypatch.setattr(supervising, "dead_actor_causes", slow_cluster)
     delivered: list[tuple[Progress, float]] = []
     supervisor = Supervisor(start_step=0, total=8, stall_timeout_s=120, failure=FailureSignal(),
                             on_progress=lambda p: delivered.append((p, time.monotonic())),

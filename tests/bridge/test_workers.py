@@ -8,7 +8,7 @@ from typing import Any
 import pytest
 from omegaconf import OmegaConf
 
-from dexrl.bridge import workers
+from dexrl.bridge.launch import workers
 
 
 def _cfg(run_dir: Path, experiment_name: str = "") -> Any:

@@ -20,7 +20,7 @@ from typer.testing import CliRunner
 from dexrl.cli import app
 from dexrl.runs.checkpoints import latest_checkpoint
 from dexrl.runs.layout import MARKER, checkpoints_dir
-from dexrl.runs.settings import OWNED_KEYS
+from dexrl.runs.owned_keys import OWNED_KEYS
 from dexrl.runs.state import STATE_FILE, begin, load
 
 runner = CliRunner()
@@ -39,7 +39,7 @@ def tree(root: Path) -> dict[str, bytes | None]:
 @pytest.fixture
 def two_steps(tiny_pi0_dir: Path, tmp_path: Path) -> Path:
     """A run with a complete global_step_1 and a global_step_2 whose weights are all there."""
-    from rlinf_run import write_tiny_rlinf_run
+    from helpers.rlinf_run import write_tiny_rlinf_run
 
     base = Path(shutil.copytree(tiny_pi0_dir, tmp_path / "run" / "smoke-checkpoint"))
     run_dir = write_tiny_rlinf_run(tmp_path / "run", base, step=1,
@@ -85,7 +85,7 @@ def test_a_marker_that_does_not_vouch_leaves_its_step_incomplete(
 
 def test_train_names_the_last_truly_complete_checkpoint_of_a_killed_run(
         two_steps: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
-    from killed_run import write_killed_run
+    from helpers.killed_run import write_killed_run
 
     (checkpoints_dir(two_steps) / "global_step_2" / MARKER).write_text("garbage")
     write_killed_run(two_steps, 2)
@@ -116,7 +116,7 @@ KILLER = textwrap.dedent("""
     from dexrl.runs import durable
     from dexrl.runs.checkpoints import latest_checkpoint, mark_complete
     from dexrl.runs.layout import MARKER, checkpoints_dir
-    from dexrl.runs.settings import OWNED_KEYS
+    from dexrl.runs.owned_keys import OWNED_KEYS
 
     point, checkpoint = sys.argv[1], Path(sys.argv[2])
     real_replace, real_sync_dir = os.replace, durable.sync_dir

@@ -11,7 +11,7 @@ import sys
 from pathlib import Path
 
 import pytest
-from hub_server import FakeRepo, HubServer, commit_sha
+from helpers.hub_server import FakeRepo, HubServer, commit_sha
 from huggingface_hub import constants
 from huggingface_hub.utils import reset_sessions
 from typer.testing import CliRunner
@@ -23,8 +23,8 @@ from dexrl.hub.client import hub_errors
 from dexrl.hub.home import checkpoint_dir
 from dexrl.hub.manifest import MANIFEST_NAME, Manifest, read_download_manifest
 from dexrl.hub.repos import KNOWN_REPOS
-from dexrl.testing.files import write_norm_stats
-from dexrl.testing.tiny_pi0 import write_tiny_pi0
+from dexrl.models.pi0.tiny import write_tiny_pi0
+from dexrl.models.tiny_files import write_norm_stats
 
 runner = CliRunner()
 PI0 = "Dexmal/libero-db-pi0"

@@ -18,7 +18,7 @@ SMALL = ["--suite", "reach_cued", "--episodes-per-task", "4", "--num-envs", "4"]
 
 @pytest.fixture(scope="module")
 def cued_run(tiny_pi0_dir: Path, tmp_path_factory: pytest.TempPathFactory) -> Path:
-    from rlinf_run import write_tiny_rlinf_run
+    from helpers.rlinf_run import write_tiny_rlinf_run
 
     return write_tiny_rlinf_run(tmp_path_factory.mktemp("run") / "run", tiny_pi0_dir, step=2,
                                 suite="reach_cued")

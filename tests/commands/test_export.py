@@ -16,7 +16,7 @@ runner = CliRunner()
 
 @pytest.fixture(scope="module")
 def tiny_run(tiny_pi0_dir: Path, tmp_path_factory: pytest.TempPathFactory) -> Path:
-    from rlinf_run import write_tiny_rlinf_run
+    from helpers.rlinf_run import write_tiny_rlinf_run
 
     return write_tiny_rlinf_run(tmp_path_factory.mktemp("run") / "run", tiny_pi0_dir, step=3)
 

@@ -29,7 +29,7 @@ def run(*args: object):
 @pytest.fixture(scope="module")
 def smoke_like_run(tiny_pi0_dir: Path, tmp_path_factory: pytest.TempPathFactory) -> Path:
     """A run whose base checkpoint lies inside it (runs/<name>/smoke-checkpoint)."""
-    from rlinf_run import write_tiny_rlinf_run
+    from helpers.rlinf_run import write_tiny_rlinf_run
 
     root = tmp_path_factory.mktemp("made") / "runs" / "r1"
     base = Path(shutil.copytree(tiny_pi0_dir, root / "smoke-checkpoint"))
@@ -109,7 +109,7 @@ def test_resume_dry_run_refuses_what_resume_refuses(smoke_like_run: Path) -> Non
 
 def main_style_run(tiny_pi0_dir: Path, root: Path) -> Path:
     """A run folder as dexrl 0.1 (main) left it: model path relative to train's cwd."""
-    from rlinf_run import write_tiny_rlinf_run
+    from helpers.rlinf_run import write_tiny_rlinf_run
 
     run_dir = root / "runs" / "old"
     write_tiny_rlinf_run(run_dir, Path(shutil.copytree(tiny_pi0_dir, run_dir / "smoke-checkpoint")))
@@ -142,7 +142,7 @@ def test_old_run_folders_with_relative_paths_still_resolve(tiny_pi0_dir: Path, t
 
 
 def test_a_missing_base_checkpoint_names_its_repo(tiny_pi0_dir: Path, tmp_path: Path) -> None:
-    from rlinf_run import write_tiny_rlinf_run
+    from helpers.rlinf_run import write_tiny_rlinf_run
 
     base = Path(shutil.copytree(tiny_pi0_dir, tmp_path / "base"))
     (base / "dexrl-checkpoint.json").write_text(json.dumps({"repo_id": "Dexmal/libero-db-pi0"}))

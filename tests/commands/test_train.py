@@ -61,9 +61,9 @@ def test_a_smoke_dry_run_sizes_the_tiny_model_it_would_train(cwd: Path, model: s
 
 
 def test_plan_sizes_agree_with_what_the_adapter_trains(tiny_pi0_dir: Path) -> None:
-    from dexrl.bridge.pi0_policy import Pi0RLPolicy
-    from dexrl.bridge.rl_steps import RLSettings
-    from dexrl.models import load_policy
+    from dexrl.bridge.policies.chain import RLSettings
+    from dexrl.bridge.policies.pi0 import Pi0RLPolicy
+    from dexrl.checkpoints.policy import load_policy
     from dexrl.training.plan import checkpoint_sizes
 
     policy = Pi0RLPolicy(load_policy(tiny_pi0_dir), RLSettings(num_steps=4, num_action_chunks=5,
@@ -82,7 +82,7 @@ def test_dry_run_shows_the_worker_groups_per_node_of_a_two_node_placement(cwd: P
 
 
 def test_a_folder_whose_driver_was_killed_says_so(cwd: Path) -> None:
-    from killed_run import write_killed_run
+    from helpers.killed_run import write_killed_run
 
     folder = cwd / "killed"
     (folder / "checkpoints" / "global_step_1").mkdir(parents=True)
@@ -149,7 +149,7 @@ def test_no_gpu_points_at_smoke_and_doctor(cwd: Path, tiny_pi0_dir: Path) -> Non
 
 
 def test_checkpoint_of_the_wrong_model_type(cwd: Path, tmp_path: Path) -> None:
-    from dexrl.testing.dm0 import write_tiny_dm0
+    from dexrl.models.dm0.tiny import write_tiny_dm0
 
     dm0 = write_tiny_dm0(tmp_path / "dm0")
     result = run("train", *SPATIAL_PI0, "--ckpt", str(dm0), "--run-dir", "r")

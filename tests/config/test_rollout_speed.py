@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from dexrl.config.checked import compose_and_check
+from dexrl.config.validate import compose_and_check
 from dexrl.training.plan import rollout_speed
 
 

@@ -69,8 +69,8 @@ def test_choices_are_what_rlinf_and_the_adapters_parse() -> None:
     )
     from rlinf.utils.utils import get_loss_agg_func
 
-    from dexrl.bridge.rl_steps import _UNSUPPORTED
-    from dexrl.bridge.rl_steps import NOISE_METHODS as ADAPTER_NOISE
+    from dexrl.bridge.policies.chain import _UNSUPPORTED
+    from dexrl.bridge.policies.chain import NOISE_METHODS as ADAPTER_NOISE
     from dexrl.models.flow.mot import ATTENTION as MOT_ATTENTION
     from dexrl.models.transforms import NORM_MODES as MODEL_NORM_MODES
 

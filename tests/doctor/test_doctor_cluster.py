@@ -7,7 +7,7 @@ import socket
 import pytest
 from omegaconf import OmegaConf
 
-from dexrl.bridge.nodes import OtherRay, check_address
+from dexrl.cluster import OtherRay, check_address
 from dexrl.doctor.cluster import (
     ENV_PROCESS_BYTES,
     GB,

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from omegaconf import OmegaConf
 
-from dexrl.bridge.roundtrip import RoundTrip
+from dexrl.bridge.launch.worker_probe import RoundTrip
 from dexrl.doctor.extension import check_roundtrip, model_types
 
 TYPES = ["dexbotic_dm0", "dexbotic_pi0"]

@@ -13,7 +13,9 @@ from dexrl.doctor.libero import (
     check_config,
     check_env_step,
     check_import,
+    import_libero,
     read_config,
+    step_env,
 )
 from dexrl.subproc import ProbeError, run_probe
 
@@ -120,7 +122,7 @@ def test_read_config_uses_libero_config_path(monkeypatch: pytest.MonkeyPatch, tm
 
 @pytest.mark.spawns
 def test_real_import_here() -> None:
-    result = run_probe("dexrl.doctor.libero:import_libero", timeout=120)
+    result = run_probe(import_libero, timeout=120)
     assert check_import(result, None).status == "ok"
     assert check_config(read_config()).status == "ok"
 
@@ -128,7 +130,7 @@ def test_real_import_here() -> None:
 @pytest.mark.slow
 def test_real_env_step_here() -> None:
     """One libero_spatial env created, reset to an init state and stepped (≈25 s on 2 cores)."""
-    result = run_probe("dexrl.doctor.libero:step_env", {"suite": "libero_spatial"}, timeout=300)
+    result = run_probe(step_env, {"suite": "libero_spatial"}, timeout=300)
     row = check_env_step("libero_spatial", False, result, None)
     assert row.status == "ok"
     assert result["image_shape"] == [256, 256, 3]

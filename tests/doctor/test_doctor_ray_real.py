@@ -13,7 +13,7 @@ from pathlib import Path
 
 import pytest
 
-from dexrl.bridge.nodes import check_address
+from dexrl.cluster import check_address
 from dexrl.doctor.cluster import (
     RayFacts,
     check_nodes,

@@ -13,7 +13,7 @@ import torch
 @pytest.fixture(scope="session")
 def tiny_run(tiny_pi0_dir: Path, tmp_path_factory: pytest.TempPathFactory) -> Path:
     """RUN_DIR with config.yaml and checkpoints/global_step_2 (read-only for tests)."""
-    from rlinf_run import write_tiny_rlinf_run
+    from helpers.rlinf_run import write_tiny_rlinf_run
 
     return write_tiny_rlinf_run(tmp_path_factory.mktemp("run") / "run", tiny_pi0_dir, step=2)
 

@@ -8,17 +8,17 @@ from pathlib import Path
 import pytest
 import torch
 
+from dexrl.checkpoints.policy import load_policy
 from dexrl.evaluation.export import export_checkpoint
 from dexrl.evaluation.settings import resolve_settings
 from dexrl.evaluation.sources import load_eval_policy, resolve_checkpoint
-from dexrl.models import load_policy
 
 
 @pytest.fixture(scope="module")
 def dm0_run(tmp_path_factory: pytest.TempPathFactory) -> Path:
-    from rlinf_run import write_tiny_rlinf_run
+    from helpers.rlinf_run import write_tiny_rlinf_run
 
-    from dexrl.testing.dm0 import write_tiny_dm0
+    from dexrl.models.dm0.tiny import write_tiny_dm0
 
     root = tmp_path_factory.mktemp("dm0")
     base = write_tiny_dm0(root / "base")
@@ -47,7 +47,7 @@ def test_dm0_defaults(dm0_run: Path) -> None:
 
 
 def test_fixture_keys_equal_what_the_rlinf_dm0_adapter_saves(dm0_run: Path) -> None:
-    from dexrl.bridge.dm0_policy import build
+    from dexrl.bridge.policies.dm0 import build
     from dexrl.config.compose import compose
     from dexrl.evaluation.sources import read_training_weights
 

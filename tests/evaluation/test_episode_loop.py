@@ -148,7 +148,7 @@ def test_callbacks_videos_and_timings() -> None:
 
 
 def test_real_policy_is_deterministic_on_the_loop(tiny_pi0_dir: Path) -> None:
-    from dexrl.models import load_policy
+    from dexrl.checkpoints.policy import load_policy
 
     policy = load_policy(tiny_pi0_dir)
     settings = LoopSettings(2, 4, 10, (policy.network.config.chunk_size,

@@ -12,21 +12,21 @@ import torch
 from safetensors import safe_open
 from safetensors.torch import load_file
 
+from dexrl.checkpoints.policy import load_policy
 from dexrl.errors import DexrlError
 from dexrl.evaluation.episode_loop import EpisodeResult
 from dexrl.evaluation.export import export_checkpoint, push_to_hub
 from dexrl.evaluation.results import build_results
 from dexrl.evaluation.sources import WEIGHTS_IN_STEP, load_eval_policy, resolve_checkpoint
-from dexrl.models import load_policy
 from dexrl.runs.durable import write_json
 
 
 @pytest.fixture(scope="module")
 def extras_run(tmp_path_factory: pytest.TempPathFactory) -> Path:
     """A run whose base checkpoint carries the unused tensors real Dexbotic files hold."""
-    from rlinf_run import write_tiny_rlinf_run
+    from helpers.rlinf_run import write_tiny_rlinf_run
 
-    from dexrl.testing.tiny_pi0 import write_tiny_pi0
+    from dexrl.models.pi0.tiny import write_tiny_pi0
 
     root = tmp_path_factory.mktemp("extras")
     base = write_tiny_pi0(root / "base", seed=3, extra_keys=True)
@@ -83,9 +83,9 @@ def test_value_head_kept_beside_the_model(tiny_run: Path, tmp_path: Path) -> Non
 
 
 def test_float32_training_of_a_bf16_base_keeps_float32(tmp_path: Path) -> None:
-    from rlinf_run import write_tiny_rlinf_run
+    from helpers.rlinf_run import write_tiny_rlinf_run
 
-    from dexrl.testing.tiny_pi0 import write_tiny_pi0
+    from dexrl.models.pi0.tiny import write_tiny_pi0
 
     base = write_tiny_pi0(tmp_path / "base", dtype=torch.bfloat16)
     run = write_tiny_rlinf_run(tmp_path / "run", base)

@@ -16,7 +16,7 @@ pytestmark = [
 
 
 def test_resets_start_the_named_task_and_initial_state(tiny_pi0_dir) -> None:  # noqa: ANN001
-    from dexrl.bridge.libero_env import LiberoVecEnv, suite_info
+    from dexrl.bridge.envs.libero import LiberoVecEnv, suite_info
     from dexrl.evaluation.settings import env_config, resolve_settings
     from dexrl.evaluation.sources import resolve_checkpoint
 

@@ -177,7 +177,7 @@ def test_training_weights_that_do_not_fit_the_network(tiny_run: Path, tmp_path: 
 def test_fixture_keys_equal_what_the_rlinf_adapter_saves(tiny_run: Path,
                                                          tiny_pi0_dir: Path) -> None:
     """RLinf saves the adapter's own state dict; its names must be what eval/export read."""
-    from dexrl.bridge.pi0_policy import build
+    from dexrl.bridge.policies.pi0 import build
     from dexrl.config.compose import compose
 
     cfg = compose("libero_spatial_ppo_dexbotic_pi0",

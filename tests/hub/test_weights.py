@@ -11,8 +11,8 @@ from safetensors.torch import save_file
 
 from dexrl.hub.verify import verify_checkpoint
 from dexrl.hub.weights import HeaderError, read_header
-from dexrl.testing.files import write_norm_stats
-from dexrl.testing.tiny_pi0 import write_tiny_pi0
+from dexrl.models.pi0.tiny import write_tiny_pi0
+from dexrl.models.tiny_files import write_norm_stats
 
 
 def errors_of(path: Path) -> str:

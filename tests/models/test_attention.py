@@ -9,8 +9,8 @@ import numpy as np
 import pytest
 import torch
 
-from dexrl.models import load_policy
-from dexrl.testing.dm0 import write_tiny_dm0
+from dexrl.checkpoints.policy import load_policy
+from dexrl.models.dm0.tiny import write_tiny_dm0
 
 needs_cuda = pytest.mark.skipif(not torch.cuda.is_available(), reason="needs a CUDA GPU")
 

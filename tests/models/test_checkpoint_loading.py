@@ -10,10 +10,10 @@ import pytest
 import torch
 from safetensors.torch import load_file, save_file
 
+from dexrl.checkpoints.policy import load_policy
 from dexrl.errors import DexrlError
-from dexrl.models import load_policy
 from dexrl.models.pi0.loader import load_pi0_network
-from dexrl.testing.tiny_pi0 import write_tiny_pi0
+from dexrl.models.pi0.tiny import write_tiny_pi0
 
 Copy = Callable[[], Path]
 

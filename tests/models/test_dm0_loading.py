@@ -12,12 +12,12 @@ import pytest
 import torch
 from safetensors.torch import load_file, save_file
 
+from dexrl.checkpoints.policy import load_policy
 from dexrl.errors import DexrlError
-from dexrl.models import load_policy
 from dexrl.models.dm0.config import Dm0Config
 from dexrl.models.dm0.loader import load_dm0_network
+from dexrl.models.dm0.tiny import write_tiny_dm0
 from dexrl.models.dm0.vision import PeVisionConfig
-from dexrl.testing.dm0 import write_tiny_dm0
 
 
 @pytest.fixture(scope="module")

@@ -10,9 +10,9 @@ from safetensors.torch import load_file
 
 from dexrl.models.dm0.loader import ALLOWED_EXTRA_KEYS, keeps_float32, load_dm0_network
 from dexrl.models.dm0.network import Dm0Network
+from dexrl.models.dm0.tiny import write_tiny_dm0
 from dexrl.models.flow.network import ModelInputs
 from dexrl.models.flow.sampling import time_grid
-from dexrl.testing.dm0 import write_tiny_dm0
 
 TOKENS = 16
 

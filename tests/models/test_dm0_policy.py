@@ -8,12 +8,12 @@ import numpy as np
 import pytest
 import torch
 
+from dexrl.checkpoints.policy import load_policy
 from dexrl.errors import DexrlError
-from dexrl.models import load_policy
 from dexrl.models.dm0.policy import Dm0Policy
+from dexrl.models.dm0.tiny import TINY_PROMPT_LENGTH, TINY_VISION, write_tiny_dm0
 from dexrl.models.pi0.policy import Pi0Policy
 from dexrl.models.transforms import denormalize
-from dexrl.testing.dm0 import TINY_PROMPT_LENGTH, TINY_VISION, write_tiny_dm0
 
 CHUNK = 8  # chunk_size of the tiny checkpoint
 

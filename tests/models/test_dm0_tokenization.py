@@ -10,8 +10,8 @@ import torch
 from transformers import Qwen2Tokenizer
 
 from dexrl.errors import DexrlError
+from dexrl.models.dm0.tiny import TINY_PROMPT_LENGTH, write_qwen_tokenizer
 from dexrl.models.dm0.tokenization import SYSTEM_PROMPT, Dm0PromptTokenizer, clean_prompt_dm0
-from dexrl.testing.dm0 import TINY_PROMPT_LENGTH, write_qwen_tokenizer
 
 
 @pytest.fixture(scope="module")

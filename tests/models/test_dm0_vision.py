@@ -15,7 +15,7 @@ from dexrl.models.dm0.vision import (
     apply_rope_pairs,
     rope_2d_angles,
 )
-from dexrl.testing.tiny_pi0 import random_state
+from dexrl.models.pi0.tiny import random_state
 
 TINY = PeVisionConfig(image_size=28, patch_size=7, width=16, layers=2, heads=2)
 

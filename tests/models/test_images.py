@@ -13,7 +13,7 @@ from PIL import Image
 
 from dexrl.errors import DexrlError
 from dexrl.models.images import ImagePreprocessor
-from dexrl.testing.files import write_preprocessor_config
+from dexrl.models.tiny_files import write_preprocessor_config
 
 
 def _frames(batch: int, height: int, width: int, seed: int = 0) -> np.ndarray:

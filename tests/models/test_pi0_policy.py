@@ -10,8 +10,8 @@ import numpy as np
 import pytest
 import torch
 
+from dexrl.checkpoints.policy import load_policy
 from dexrl.errors import DexrlError
-from dexrl.models import load_policy
 from dexrl.models.pi0.policy import Pi0Policy
 from dexrl.models.transforms import denormalize
 

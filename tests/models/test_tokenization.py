@@ -12,7 +12,7 @@ import transformers
 
 from dexrl.errors import DexrlError
 from dexrl.models.pi0.tokenization import Pi0PromptTokenizer, clean_prompt_pi0
-from dexrl.testing.files import write_sentencepiece_tokenizer
+from dexrl.models.tiny_files import write_sentencepiece_tokenizer
 
 PROMPTS = [
     "pick up the black bowl on the plate and place it in the basket",

@@ -10,6 +10,7 @@ import pytest
 import torch
 
 from dexrl.errors import DexrlError
+from dexrl.models.tiny_files import write_norm_stats
 from dexrl.models.transforms import (
     NormStats,
     actions_to_env,
@@ -18,7 +19,6 @@ from dexrl.models.transforms import (
     pad_to,
     state_to_model,
 )
-from dexrl.testing.files import write_norm_stats
 
 
 def _load_raw(path: Path) -> dict:

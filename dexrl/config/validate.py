@@ -35,11 +35,11 @@ def compose_and_check(
 
     What ``train`` refuses in a config is found here, for ``train`` and ``validate`` alike:
     overrides of the fields dexrl sets
-    (:func:`dexrl.runs.settings.owned_override_findings`; they are
+    (:func:`dexrl.runs.owned_keys.owned_override_findings`; they are
     left out of the composition), then :func:`dexrl.config.checks.run_config_checks`.
     """
     from dexrl.config.checks import Facts, run_config_checks
-    from dexrl.runs.settings import owned_override_findings, without_owned
+    from dexrl.runs.owned_keys import owned_override_findings, without_owned
 
     name = resolve_config_name(suite, model, config_name)
     owned = owned_override_findings(overrides)

@@ -2,7 +2,7 @@
 targets, cue colours, the success rate a context-blind policy cannot beat and the checks of its
 settings (``env.*.reach_cued``).
 
-The envs that step them are in :mod:`dexrl.bridge.reach_env`; why the bound holds is in
+The envs that step them are in :mod:`dexrl.reach.env`; why the bound holds is in
 docs/learning.md ("The cued reach task").
 """
 

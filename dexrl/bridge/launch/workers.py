@@ -11,9 +11,10 @@ from collections.abc import Iterator
 from pathlib import Path
 from typing import Any, Protocol
 
-from dexrl.bridge import cpu_platform
-from dexrl.bridge.grad_norm import reduce_grad_norm_over_shards
-from dexrl.bridge.prefix_cache import release_prefix_cache
+from dexrl.bridge.launch import cpu_platform
+from dexrl.bridge.launch.grad_norm import reduce_grad_norm_over_shards
+from dexrl.bridge.policies.prefix_cache import release_prefix_cache
+from dexrl.reach.env import ENVS
 
 cpu_platform.install()
 
@@ -74,11 +75,6 @@ class DexrlRollout(MultiStepRolloutWorker):
         super().init_worker()
 
 
-# dexrl's own tasks: the value of an env config's ``dexrl_env`` key -> "module:class".
-DEXRL_ENVS = {"reach": "dexrl.bridge.reach_env:ReachEnv",
-              "reach_cued": "dexrl.bridge.reach_env:CuedReachEnv"}
-
-
 class DexrlEnv(EnvWorker):
     """RLinf's environment worker, launched the same way, that can also serve dexrl's tasks.
 
@@ -104,12 +100,9 @@ class DexrlEnv(EnvWorker):
 
 def dexrl_env_class(name: str) -> type:
     """The class of a dexrl task named in ``env.*.dexrl_env``."""
-    import importlib
-
-    if name not in DEXRL_ENVS:
-        raise ValueError(f"unknown dexrl_env '{name}' (known: {', '.join(DEXRL_ENVS)})")
-    module, _, cls = DEXRL_ENVS[name].partition(":")
-    return getattr(importlib.import_module(module), cls)
+    if name not in ENVS:
+        raise ValueError(f"unknown dexrl_env '{name}' (known: {', '.join(ENVS)})")
+    return ENVS[name]
 
 
 class RunListener(Protocol):

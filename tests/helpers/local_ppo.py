@@ -1,5 +1,5 @@
 """RLinf's embodied PPO iteration in one process, without Ray: for checks that training moves a
-dexrl policy the right way (the learning check, tests/learning_task.py).
+dexrl policy the right way (the learning check, tests/helpers/learning_task.py).
 
 Design notes: docs/design/learning-checks.md.
 """
@@ -17,7 +17,7 @@ from omegaconf import DictConfig, open_dict
 from torch import nn
 
 from dexrl.bridge import registry
-from dexrl.bridge.prefix_cache import release_prefix_cache
+from dexrl.bridge.policies.prefix_cache import release_prefix_cache
 
 # The per-step arrays RLinf's rollout records that have one more entry than there are chunk
 # steps (the state after the last one); run_training drops that entry before flattening.

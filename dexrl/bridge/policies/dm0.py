@@ -10,7 +10,7 @@ from typing import Any
 
 import torch
 
-from dexrl.bridge.flow_policy import FlowRLPolicy
+from dexrl.bridge.policies.flow import FlowRLPolicy
 from dexrl.models.dm0.network import Dm0Network
 from dexrl.models.dm0.policy import Dm0Policy
 
@@ -20,7 +20,7 @@ class Dm0RLPolicy(FlowRLPolicy):
 
     Args:
         policy: A loaded DM0 (network, tokenizer, image preprocessing, norm stats).
-        settings: RL settings (see :class:`~dexrl.bridge.rl_steps.RLSettings`).
+        settings: RL settings (see :class:`~dexrl.bridge.policies.chain.RLSettings`).
     """
 
     model_type = "dexbotic_dm0"

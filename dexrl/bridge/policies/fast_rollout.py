@@ -15,7 +15,7 @@ from collections.abc import Sequence
 import numpy as np
 import torch
 
-from dexrl.bridge.rollout_core import (
+from dexrl.bridge.policies.rollout_core import (
     INPUTS,
     HostStager,
     RolloutCore,
@@ -23,7 +23,7 @@ from dexrl.bridge.rollout_core import (
     StepTables,
     step_noise,
 )
-from dexrl.bridge.rollout_graphs import RolloutGraphs
+from dexrl.bridge.policies.rollout_graphs import RolloutGraphs
 from dexrl.errors import DexrlError
 
 # torch.compile's modes (torch._inductor.list_mode_options() and "default"); RLinf's default
@@ -101,7 +101,7 @@ class FastRollout:
         """The rollout compute of one call: ``chains``, ``logprobs``, ``values`` on the device.
 
         Args:
-            host: The :data:`~dexrl.bridge.rollout_core.INPUTS` on the CPU.
+            host: The :data:`~dexrl.bridge.policies.rollout_core.INPUTS` on the CPU.
             noise: Initial x [B, T, D] on the device.
             stochastic: The call's stochastic (scored) steps, empty for a deterministic call.
         """

@@ -20,13 +20,13 @@ from dexrl.models.dm0.config import PROJECTOR_TYPE, VISION_TOWER, Dm0Config
 from dexrl.models.dm0.network import Dm0Network
 from dexrl.models.dm0.tokenization import SYSTEM_PROMPT, USER_ROLE
 from dexrl.models.dm0.vision import PeVisionConfig
-from dexrl.testing.files import task_corpus, write_norm_stats
-from dexrl.testing.tiny_pi0 import (
+from dexrl.models.pi0.tiny import (
     dexbotic_config,
     random_state,
     save_checkpoint,
     tiny_tower,
 )
+from dexrl.models.tiny_files import task_corpus, write_norm_stats
 
 TINY_VISION = PeVisionConfig(image_size=56, patch_size=7, width=16, layers=2, heads=2)
 TINY_PROMPT_LENGTH = 64
@@ -127,7 +127,7 @@ def write_tiny_dm0(
 ) -> Path:
     """Write a tiny random Dexbotic DM0 checkpoint directory and return its path.
 
-    The arguments are those of :func:`~dexrl.testing.tiny_pi0.write_tiny_pi0` (DM0 has a
+    The arguments are those of :func:`~dexrl.models.pi0.tiny.write_tiny_pi0` (DM0 has a
     fixed projector), except that ``extra_keys`` (default on) saves the unused LM heads Dexbotic's
     DM0 checkpoints hold (top-level ``lm_head`` and ``model.action_expert.lm_head``).
     """

@@ -16,7 +16,7 @@ import torch
 
 def training_state(base_dir: Path, seed: int, scale: float = 0.05) -> dict[str, torch.Tensor]:
     """The state dict dexrl's adapter would save after training from ``base_dir``."""
-    from dexrl.models import load_policy
+    from dexrl.checkpoints.policy import load_policy
 
     network = load_policy(base_dir).network
     generator = torch.Generator().manual_seed(seed)
@@ -51,8 +51,8 @@ def write_tiny_rlinf_run(run_dir: str | Path, base_dir: str | Path, *, step: int
     from dexrl.runs.checkpoints import mark_complete
     from dexrl.runs.layout import WEIGHTS_IN_STEP
     from dexrl.runs.layout import step_dir as step_dir_of
+    from dexrl.runs.owned_keys import set_run_folder
     from dexrl.runs.record import resolved, write_run_files
-    from dexrl.runs.settings import set_run_folder
 
     run_dir = Path(run_dir).absolute()
     cfg = compose(f"{suite}_ppo_{model_type}",

@@ -1,7 +1,7 @@
 """RLinf policy adapter for dexrl's Dexbotic π0 (RLinf ``model_type: dexbotic_pi0``).
 
 :func:`build` is the builder :mod:`dexrl.bridge.registry` registers; it returns a
-:class:`Pi0RLPolicy`, the shared :class:`~dexrl.bridge.flow_policy.FlowRLPolicy` (rollout and
+:class:`Pi0RLPolicy`, the shared :class:`~dexrl.bridge.policies.flow.FlowRLPolicy` (rollout and
 training calls, freezing, forward inputs: see there) on a loaded π0. π0's FSDP units are the
 Gemma MLPs and the SigLIP layers.
 """
@@ -13,7 +13,7 @@ from typing import Any
 
 import torch
 
-from dexrl.bridge.flow_policy import EVAL_NOISE_SEED, FlowRLPolicy
+from dexrl.bridge.policies.flow import EVAL_NOISE_SEED, FlowRLPolicy
 from dexrl.models.pi0.network import Pi0Network
 from dexrl.models.pi0.policy import Pi0Policy
 
@@ -23,7 +23,7 @@ class Pi0RLPolicy(FlowRLPolicy):
 
     Args:
         policy: A loaded π0 (network, tokenizer, image preprocessing, norm stats).
-        settings: RL settings (see :class:`~dexrl.bridge.rl_steps.RLSettings`).
+        settings: RL settings (see :class:`~dexrl.bridge.policies.chain.RLSettings`).
     """
 
     model_type = "dexbotic_pi0"

@@ -13,9 +13,7 @@ import torch
 from rlinf.models.embodiment.base_policy import BasePolicy
 from torch import nn
 
-from dexrl.bridge.fast_rollout import FastRollout, template_obs
-from dexrl.bridge.prefix_cache import PrefixCacheSettings, PrefixStore, new_sample_ids
-from dexrl.bridge.rl_steps import (
+from dexrl.bridge.policies.chain import (
     Denoiser,
     RLSettings,
     pack_chains,
@@ -23,9 +21,11 @@ from dexrl.bridge.rl_steps import (
     score_chain,
     unpack_chains,
 )
-from dexrl.bridge.rollout_core import INPUTS
+from dexrl.bridge.policies.fast_rollout import FastRollout, template_obs
+from dexrl.bridge.policies.prefix_cache import PrefixCacheSettings, PrefixStore, new_sample_ids
+from dexrl.bridge.policies.rollout_core import INPUTS
+from dexrl.checkpoints.policy import checkpoint_model_type
 from dexrl.errors import DexrlError
-from dexrl.models import checkpoint_model_type
 from dexrl.models.flow.mot import ATTENTION, PrefixCache
 from dexrl.models.flow.network import ModelInputs
 

@@ -1,6 +1,6 @@
 """dexrl's built-in tasks in LIBERO's observation format, for learning runs on a CPU: ``reach``
 (one fixed target) and ``reach_cued`` (the target named by the instruction and drawn in the main
-camera image; its rules are :mod:`dexrl.reach_task`).
+camera image; its rules are :mod:`dexrl.reach.rules`).
 
 Design notes: docs/design/learning-checks.md.
 """
@@ -13,7 +13,7 @@ from typing import Any
 import numpy as np
 import torch
 
-from dexrl.reach_task import BACKGROUND, GRIPPER_RGB, INSTRUCTION, PALETTE, SECTION, CuedTask
+from dexrl.reach.rules import BACKGROUND, GRIPPER_RGB, INSTRUCTION, PALETTE, SECTION, CuedTask
 
 TARGET_RGB = (40, 200, 60)
 REACH_GRIPPER_RGB = (220, 40, 40)
@@ -215,47 +215,5 @@ class CuedReachEnv(ReachEnv):
         return [self.task.instruction_for(int(g)) for g in self.goal_id]
 
 
-class TaskVecEnv:
-    """A built-in task's envs behind the evaluation loop's ``VecEnv`` interface.
-
-    An episode's ``task_id`` is its goal (the target index; 0 in ``reach``) and its
-    ``scene_seed`` draws its start, so an episode looks the same in any slot or batch.
-
-    Args:
-        cfg: The task's env config (``dexrl_env`` names the task).
-        model_type: The policy's RLinf model type, for RLinf's action post-processing.
-        action_chunk: Actions per policy call.
-    """
-
-    def __init__(self, cfg: Any, model_type: str, action_chunk: int) -> None:
-        from dexrl.bridge.registry import register
-        from dexrl.bridge.workers import dexrl_env_class
-
-        register()  # prepare_actions looks the model type up in RLinf's registry
-        self.num_envs = int(cfg.total_num_envs)
-        self._model_type = model_type
-        self._chunk = action_chunk
-        self._env = dexrl_env_class(str(cfg.dexrl_env))(cfg, self.num_envs, 0, 1, None)
-
-    def reset(self, env_ids: Sequence[int], episodes: Sequence[Any]) -> dict[str, Any]:
-        """Start each episode (an :class:`dexrl.vec_env.Episode`) in its env."""
-        return self._env.start(env_ids, [e.task_id for e in episodes],
-                               [e.scene_seed for e in episodes])
-
-    def step_chunk(self, actions: np.ndarray) -> Any:
-        """Post-process the actions as RLinf's env worker does, then step every env."""
-        from rlinf.envs.action_utils import prepare_actions
-
-        from dexrl.vec_env import ChunkStep
-
-        prepared = prepare_actions(raw_chunk_actions=actions, env_type="libero",
-                                   model_type=self._model_type, num_action_chunks=self._chunk,
-                                   action_dim=actions.shape[-1])
-        observations, _, _, _, infos = self._env.chunk_step(prepared)
-        # Success, not the end of the episode: entering the wrong target ends it as a failure.
-        successes = np.stack([np.asarray(i["episode"]["success_once"]) for i in infos], axis=1)
-        return ChunkStep(list(observations), successes)
-
-    def close(self) -> None:
-        """Nothing to release (the envs live in this process)."""
-
+# The value of an env config's ``dexrl_env`` key -> the task's env class.
+ENVS: dict[str, type[ReachEnv]] = {"reach": ReachEnv, "reach_cued": CuedReachEnv}

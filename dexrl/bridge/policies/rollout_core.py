@@ -1,10 +1,10 @@
 """The rollout call's device compute as fixed-shape tensor functions, for torch.compile.
 
-The eager chain (:func:`dexrl.bridge.rl_steps.sample_chain`) branches in Python on which denoising
-steps are stochastic and draws their noise as it goes. Here every choice of a call arrives as a
-tensor: a step table (each step's time, mean weights and std, chosen on the host from the scored
-steps), the initial noise, and the noise of every stochastic step, drawn before the call in the
-order the eager chain draws it. One traced graph then serves every call of a batch size: train
+The eager chain (:func:`dexrl.bridge.policies.chain.sample_chain`) branches in Python on which
+denoising steps are stochastic and draws their noise as it goes. Here every choice of a call arrives
+as a tensor: a step table (each step's time, mean weights and std, chosen on the host from the
+scored steps), the initial noise, and the noise of every stochastic step, drawn before the call in
+the order the eager chain draws it. One traced graph then serves every call of a batch size: train
 and eval mode, any scored step, new weights in place.
 
 Design notes: docs/design/rollout-speed.md.
@@ -18,7 +18,7 @@ from typing import Any, Protocol
 
 import torch
 
-from dexrl.bridge.rl_steps import RLSettings, initial_logprob
+from dexrl.bridge.policies.chain import RLSettings, initial_logprob
 from dexrl.models.flow.mot import PrefixCache
 from dexrl.models.flow.sampling import (
     combine,
@@ -36,7 +36,7 @@ INPUTS = ("images", "tokens", "token_mask", "state")  # the host inputs, as _rol
 
 
 class RolloutPolicy(Protocol):
-    """What the core reads of the adapter (:class:`dexrl.bridge.flow_policy.FlowRLPolicy`)."""
+    """What the core reads of the adapter (:class:`dexrl.bridge.policies.flow.FlowRLPolicy`)."""
 
     flow: Any
     settings: RLSettings

@@ -16,7 +16,7 @@ from transformers import CONFIG_MAPPING
 from dexrl.models.layout import INDEX_FILE, SINGLE_FILE
 from dexrl.models.pi0.config import Pi0Config
 from dexrl.models.pi0.network import Pi0Network
-from dexrl.testing.files import (
+from dexrl.models.tiny_files import (
     write_norm_stats,
     write_preprocessor_config,
     write_sentencepiece_tokenizer,

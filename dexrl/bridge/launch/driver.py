@@ -16,13 +16,16 @@ from typing import Any
 
 from omegaconf import DictConfig, OmegaConf
 
+from dexrl.bridge.launch.events import Progress
+from dexrl.bridge.launch.failures import FailureSignal
+from dexrl.bridge.launch.output import Output
+from dexrl.bridge.launch.supervisor import Supervisor
 from dexrl.bridge.registry import EXT_MODULE
-from dexrl.bridge.supervise import FailureSignal, Output, Progress, Supervisor
 from dexrl.errors import DexrlError
-from dexrl.runs.checkpoints import is_complete
+from dexrl.runs.checkpoints import is_complete, mark_complete
 from dexrl.runs.layout import LOG_FILE, WORKER_LOGS, checkpoint_step, checkpoints_dir
+from dexrl.runs.owned_keys import check_run_folder
 from dexrl.runs.resume_rules import check_steps_left, planned_steps
-from dexrl.runs.settings import check_run_folder
 from dexrl.runs.state import watch_private_ray
 
 __all__ = ["BANNER", "Progress", "prepare", "launch", "worker_env", "gl_backend", "wait_for_nodes"]
@@ -187,7 +190,7 @@ def _check_nodes(cfg: DictConfig, address: str | None, node_wait_s: float) -> No
         return
     import ray
 
-    from dexrl.bridge.nodes import attach
+    from dexrl.cluster import attach
 
     try:
         wait_for_nodes(num_nodes, node_wait_s, attach(address))
@@ -244,7 +247,7 @@ def _node_check(cluster: Any, address: str | None, run_dir: Path
     """Watch the nodes of an attached cluster (a private one lives and dies with this process)."""
     if address is None:
         return None
-    from dexrl.bridge.nodes import cluster_nodes, lost_node_check
+    from dexrl.cluster import cluster_nodes, lost_node_check
 
     return lost_node_check(cluster_nodes(cluster), str(run_dir))
 
@@ -264,7 +267,7 @@ def _validate(cfg: DictConfig) -> DictConfig:
 
 
 def _check_workers_register(cfg: DictConfig, ext_module: str, env: Mapping[str, str]) -> None:
-    from dexrl.bridge.roundtrip import check_registration, first_failure
+    from dexrl.bridge.launch.worker_probe import check_registration, first_failure
 
     types = sorted({str(cfg.actor.model.model_type)})
     failure = first_failure(check_registration(types, ext_module, env=env))
@@ -276,7 +279,7 @@ def _pipeline(cfg: DictConfig, cluster: Any, listener: Supervisor) -> Callable[[
     def run() -> None:
         from rlinf.utils.placement import HybridComponentPlacement
 
-        from dexrl.bridge.workers import DexrlActor, DexrlEnv, DexrlRollout, DexrlRunner
+        from dexrl.bridge.launch.workers import DexrlActor, DexrlEnv, DexrlRollout, DexrlRunner
 
         placement = HybridComponentPlacement(cfg, cluster)
         groups = {}
@@ -308,7 +311,7 @@ def launch(
 
     Args:
         cfg: The composed config, its run-folder fields set by
-            :func:`dexrl.runs.settings.set_run_folder` for ``run_dir`` and ``resume_from``.
+            :func:`dexrl.runs.owned_keys.set_run_folder` for ``run_dir`` and ``resume_from``.
         run_dir: The run folder (created; RLinf's log path).
         resume_from: A complete ``.../global_step_N`` checkpoint to continue from (step N+1).
         ray_address: Attach to this Ray cluster (else ``$RAY_ADDRESS``); without either, a
@@ -327,7 +330,7 @@ def launch(
             a failed worker, a stall. Ray is stopped before it propagates.
     """
     if "RLINF_EXT_MODULE" not in os.environ:
-        raise RuntimeError("call dexrl.bridge.launch.prepare() before launch()")
+        raise RuntimeError("call dexrl.bridge.launch.driver.prepare() before launch()")
     run_dir = Path(os.path.abspath(run_dir))
     check_run_folder(cfg, run_dir, resume_from)
     run_dir.mkdir(parents=True, exist_ok=True)
@@ -360,7 +363,8 @@ def launch(
             supervisor = Supervisor(start_step=start_step, total=total,
                                     stall_timeout_s=stall_timeout_s, failure=failure,
                                     on_progress=on_progress, output=output, log_hint=log_hint,
-                                    node_check=_node_check(cluster, address, run_dir))
+                                    node_check=_node_check(cluster, address, run_dir),
+                                    on_checkpoint=mark_complete)
             supervisor.run(_pipeline(cfg, cluster, supervisor))
         except KeyboardInterrupt:
             output.say(f"Interrupted; stopping workers. Checkpoints so far are in "

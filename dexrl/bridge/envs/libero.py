@@ -28,7 +28,7 @@ class SuiteInfo:
 def prepare_process(probe_gl: bool = True) -> str:
     """Point LIBERO at dexrl's config folder and pick the headless GL backend, before any
     LIBERO/robosuite import (the env subprocesses inherit both). Returns the GL backend."""
-    from dexrl.bridge.launch import gl_backend
+    from dexrl.bridge.launch.driver import gl_backend
     from dexrl.hub.libero_assets import use_libero_config_dir
 
     use_libero_config_dir()

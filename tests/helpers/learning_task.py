@@ -1,5 +1,5 @@
 """A contextual task on which PPO must improve a policy, and a run of N PPO updates on it through
-dexrl's adapter and RLinf's algorithm (:class:`dexrl.bridge.local_ppo.LocalPPO`).
+dexrl's adapter and RLinf's algorithm (:class:`helpers.local_ppo.LocalPPO`).
 
 The learning check of ``make test`` (``tests/bridge/test_learning.py``) uses it on the tiny π0 and
 DM0 checkpoints; a control run with zeroed advantages cannot learn.
@@ -149,7 +149,7 @@ def run_ppo(cfg: Any, *, updates: int, envs: int, seed: int, control: bool = Fal
         cut: Cut the policy's inputs from the context in training (:class:`ContextualTarget`).
         eval_size: Contexts (alternating) and initial noises of the start/end evaluation.
     """
-    from dexrl.bridge.local_ppo import LocalPPO, RolloutStep
+    from helpers.local_ppo import LocalPPO, RolloutStep
 
     torch.manual_seed(seed)
     ppo = LocalPPO(cfg)

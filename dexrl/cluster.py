@@ -178,7 +178,7 @@ def check_address(address: str, timeout: float = 5.0, connect_timeout: float = 6
                              f"{' '.join(str(exc).split())}", ADDRESS_FIX,
                              where="--ray-address", code="ray-unreachable") from None
     try:
-        run_probe("dexrl.bridge.nodes:connect", {"address": address}, timeout=connect_timeout)
+        run_probe(connect, {"address": address}, timeout=connect_timeout)
     except ProbeError as exc:
         auth = "auth" in str(exc).lower()
         raise DexrlError(f"no working Ray cluster at {address}: {exc}",

@@ -11,7 +11,13 @@ from collections.abc import Callable, Sequence
 import torch
 from rlinf.utils.cuda_graph import CUDAGraphManager, GraphCaptureSpec
 
-from dexrl.bridge.rollout_core import INPUTS, HostStager, RolloutCore, StepTables, step_noise
+from dexrl.bridge.policies.rollout_core import (
+    INPUTS,
+    HostStager,
+    RolloutCore,
+    StepTables,
+    step_noise,
+)
 
 # Batch sizes captured at most: RLinf's hook names two (train and eval); a few more cover other
 # sizes a worker sees (bootstrap values of a partial batch). Beyond it calls run ungraphed.

@@ -17,8 +17,8 @@ import traceback
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 
-from dexrl.bridge.nodes import live_nodes
 from dexrl.bridge.registry import EXT_MODULE
+from dexrl.cluster import live_nodes
 from dexrl.errors import DexrlError
 
 EXT_MODULE_VAR = "RLINF_EXT_MODULE"

@@ -1,0 +1,57 @@
+"""A built-in task's envs (:mod:`dexrl.reach.env`) behind the evaluation loop's ``VecEnv``
+interface, with RLinf's action post-processing (what ``dexrl eval`` runs for the built-in
+tasks).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from typing import Any
+
+import numpy as np
+
+
+class TaskVecEnv:
+    """A built-in task's envs behind the evaluation loop's ``VecEnv`` interface.
+
+    An episode's ``task_id`` is its goal (the target index; 0 in ``reach``) and its
+    ``scene_seed`` draws its start, so an episode looks the same in any slot or batch.
+
+    Args:
+        cfg: The task's env config (``dexrl_env`` names the task).
+        model_type: The policy's RLinf model type, for RLinf's action post-processing.
+        action_chunk: Actions per policy call.
+    """
+
+    def __init__(self, cfg: Any, model_type: str, action_chunk: int) -> None:
+        from dexrl.bridge.launch.workers import dexrl_env_class
+        from dexrl.bridge.registry import register
+
+        register()  # prepare_actions looks the model type up in RLinf's registry
+        self.num_envs = int(cfg.total_num_envs)
+        self._model_type = model_type
+        self._chunk = action_chunk
+        self._env = dexrl_env_class(str(cfg.dexrl_env))(cfg, self.num_envs, 0, 1, None)
+
+    def reset(self, env_ids: Sequence[int], episodes: Sequence[Any]) -> dict[str, Any]:
+        """Start each episode (an :class:`dexrl.vec_env.Episode`) in its env."""
+        return self._env.start(env_ids, [e.task_id for e in episodes],
+                               [e.scene_seed for e in episodes])
+
+    def step_chunk(self, actions: np.ndarray) -> Any:
+        """Post-process the actions as RLinf's env worker does, then step every env."""
+        from rlinf.envs.action_utils import prepare_actions
+
+        from dexrl.vec_env import ChunkStep
+
+        prepared = prepare_actions(raw_chunk_actions=actions, env_type="libero",
+                                   model_type=self._model_type, num_action_chunks=self._chunk,
+                                   action_dim=actions.shape[-1])
+        observations, _, _, _, infos = self._env.chunk_step(prepared)
+        # Success, not the end of the episode: entering the wrong target ends it as a failure.
+        successes = np.stack([np.asarray(i["episode"]["success_once"]) for i in infos], axis=1)
+        return ChunkStep(list(observations), successes)
+
+    def close(self) -> None:
+        """Nothing to release (the envs live in this process)."""
+

@@ -1,0 +1,119 @@
+"""What went wrong in a run's Ray workers: RLinf's failure signal caught as a flag, the worker
+calls a stalled loop waits on, and the causes of failed tasks and dead workers."""
+
+from __future__ import annotations
+
+import contextlib
+import json
+import signal
+import sys
+import threading
+import time
+from typing import Any
+
+from dexrl.cluster import job_actors
+
+
+class FailureSignal:
+    """Replaces RLinf's ``SIGUSR1`` handler (kill everything, ``exit``) with a flag.
+
+    RLinf's result-waiting threads send ``SIGUSR1`` to the driver when a worker call raised. The
+    handler stays installed after the run: a late signal from such a thread must not kill the
+    process (``SIGUSR1``'s default action).
+    """
+
+    def __init__(self) -> None:
+        self.event = threading.Event()
+
+    def install(self) -> None:
+        """Install the handler (main thread only, after RLinf's Cluster installed its own)."""
+        signal.signal(signal.SIGUSR1, lambda signum, frame: self.event.set())
+
+
+def pending_calls(thread: threading.Thread | None) -> list[str]:
+    """Unfinished RLinf worker-group calls held by ``thread``'s frames, innermost first.
+
+    RLinf's ``WorkerGroupFuncResult`` has no public accessors for what it waits on; its
+    attributes are read defensively.
+    """
+    if thread is None or thread.ident is None:
+        return []
+    frame = sys._current_frames().get(thread.ident)
+    seen: list[str] = []
+    while frame is not None:
+        for value in list(frame.f_locals.values()):
+            label = _describe_call(value)
+            if label and label not in seen:
+                seen.append(label)
+        frame = frame.f_back
+    return seen
+
+
+def _describe_call(value: Any) -> str | None:
+    if type(value).__name__ != "WorkerGroupFuncResult" or value.done():
+        return None
+    group = getattr(getattr(value, "_worker_group", None), "worker_group_name", "?")
+    name = f"{group}.{getattr(value, '_func_name', '?')}"
+    refs = list(getattr(value, "_remote_results", []) or [])
+    if not refs:
+        return name
+    import ray
+
+    with contextlib.suppress(Exception):
+        ready, _ = ray.wait(refs, num_returns=len(refs), timeout=0)
+        pending = [str(rank) for rank, ref in enumerate(refs) if ref not in ready]
+        return f"{name} (ranks {', '.join(pending)} unfinished)"
+    return name
+
+
+def failed_task_causes(wait_s: float = 10.0) -> list[tuple[str, str, list[str]]]:
+    """(task name, last error line, error lines) of this job's failed Ray tasks.
+
+    Ray reports task events with a delay of about a second, hence the short retry.
+    """
+    import ray
+    from ray.util.state import list_tasks
+
+    job = ray.get_runtime_context().get_job_id()
+    deadline = time.monotonic() + wait_s
+    while True:
+        try:
+            tasks = list_tasks(filters=[("state", "=", "FAILED"), ("job_id", "=", job)],
+                               detail=True, raise_on_missing_output=False, timeout=5)
+        except Exception as exc:
+            print(f"dexrl: Ray's state API did not list failed tasks: {exc!r}", file=sys.stderr)
+            return []
+        causes = []
+        for task in tasks:
+            lines = [ln for ln in (task.error_message or "").splitlines() if ln.strip()]
+            if lines:
+                causes.append((task.func_or_class_name or task.name, lines[-1], lines))
+        if causes or time.monotonic() > deadline:
+            return causes
+        time.sleep(0.5)
+
+
+# The classes dexrl launches (dexrl.bridge.launch.workers); RLinf's own short-lived helper actors
+# die on purpose and are not failures.
+WORKER_CLASSES = frozenset({"DexrlActor", "DexrlRollout", "DexrlEnv"})
+# Ray's reasons for an actor whose owner dropped every handle (ActorDiedErrorContext.Reason):
+# OUT_OF_SCOPE, or REF_DELETED once lineage references are gone too (both seen with Ray 2.60).
+RELEASED = frozenset({"OUT_OF_SCOPE", "REF_DELETED"})
+
+
+def dead_actor_causes() -> list[tuple[str, str, list[str]]]:
+    """(actor class, death cause, lines) of this run's workers that died while running."""
+    from google.protobuf.json_format import MessageToDict
+
+    causes = []
+    for actor in job_actors():
+        if actor.get("State") != "DEAD" or actor.get("ActorClassName") not in WORKER_CLASSES:
+            continue
+        death = MessageToDict(actor["DeathCause"]) if actor.get("DeathCause") else None
+        cause = json.dumps(death) if death else "unknown cause"
+        if "ray.kill" in cause:  # killed on purpose (RLinf's or dexrl's clean-up)
+            continue
+        if (death or {}).get("actorDiedErrorContext", {}).get("reason") in RELEASED:
+            continue  # released by its owner: the driver's own teardown at the end of a run
+        causes.append((actor["ActorClassName"], cause[:300], [cause]))
+    return causes

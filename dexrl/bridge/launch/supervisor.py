@@ -1,0 +1,230 @@
+"""Watch RLinf's driver loop from outside: progress, stalls and dead workers.
+
+RLinf's loop runs in a background thread (:class:`Supervisor`); the main thread only waits for
+its events. That keeps Ctrl-C, a stall watchdog and worker-failure handling in dexrl's hands:
+RLinf's own failure path (a ``SIGUSR1`` to the driver, then ``exit``) was seen to hang. Where the
+output goes is :mod:`~dexrl.bridge.launch.output`; what a failure was,
+:mod:`~dexrl.bridge.launch.failures`.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import queue
+import sys
+import threading
+import time
+import traceback
+from collections.abc import Callable
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from dexrl.bridge.launch.events import Progress
+from dexrl.bridge.launch.failures import (
+    FailureSignal,
+    dead_actor_causes,
+    failed_task_causes,
+    pending_calls,
+)
+from dexrl.bridge.launch.output import Output
+from dexrl.errors import DexrlError
+
+
+@dataclass
+class _Outcome:
+    error: BaseException | None = None
+    tb: str = ""
+
+
+NODE_DEATH_WAIT_S = 20.0  # Ray's health check marks a node dead after about 15 s
+HEALTH_CHECK_S = 15.0  # between two looks for lost nodes and dead workers
+
+
+class _HealthWatch:
+    """Looks for lost nodes and dead workers every ``interval_s`` on a thread of its own, so a
+    slow cluster query never holds up the progress the main thread delivers."""
+
+    def __init__(self, check: Callable[[], bool], interval_s: float) -> None:
+        self.tripped = threading.Event()  # a check found a lost node or a dead worker
+        self._check, self._interval_s = check, interval_s
+        self._stop = threading.Event()
+        self._thread = threading.Thread(target=self._loop, name="dexrl-health", daemon=True)
+
+    def __enter__(self) -> _HealthWatch:
+        self._thread.start()
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self._stop.set()
+
+    def _loop(self) -> None:
+        while not self._stop.wait(self._interval_s):
+            try:
+                if self._check():
+                    self.tripped.set()
+                    return
+            except Exception as exc:  # a broken check must not end the watch
+                print(f"dexrl: the cluster health check failed: {exc!r}", file=sys.stderr)
+
+
+class Supervisor:
+    """Runs ``target`` (RLinf's loop) in a thread and turns what happens into events or errors.
+
+    Also the :class:`dexrl.bridge.launch.workers.RunListener` the runner reports to.
+    """
+
+    def __init__(self, *, start_step: int, total: int, stall_timeout_s: float,
+                 failure: FailureSignal, on_progress: Callable[[Progress], None] | None,
+                 output: Output, log_hint: str,
+                 node_check: Callable[[int], DexrlError | None] | None = None,
+                 on_checkpoint: Callable[[Path, int], None] = lambda path, step: None,
+                 health_check_s: float = HEALTH_CHECK_S) -> None:
+        self.step, self.total = start_step, total
+        self.stall_timeout_s = stall_timeout_s
+        self.failure, self.on_progress, self.output = failure, on_progress, output
+        self.log_hint = log_hint
+        self.node_check = node_check  # the error naming a lost node, given the step
+        self.on_checkpoint = on_checkpoint  # a saved checkpoint (folder, step)
+        self.health_check_s = health_check_s
+        self._events: queue.Queue[Progress] = queue.Queue()
+        self._t0 = time.monotonic()
+        self._thread: threading.Thread | None = None
+        self._saved: Progress | None = None
+        self._ready = False
+
+    # RunListener (called from the runner thread) ---------------------------------------------
+    def workers_ready(self) -> None:
+        """Workers are up."""
+        self._ready = True
+        self._put("ready", self.step)
+
+    def step_done(self, step: int, total: int, metrics: dict[str, Any]) -> None:
+        """A global step finished (ignored once a worker failed: RLinf's loop then runs on None)."""
+        if self.failure.event.is_set():
+            return
+        self.step, self.total = step, total
+        self._put("step", step, metrics=metrics)
+        if self._saved is not None:  # RLinf saves inside the step, before it logs the step
+            self._events.put(self._saved)
+            self._saved = None
+
+    def checkpoint_saved(self, step: int, path: Path) -> None:
+        """RLinf's save returned: hand it to ``on_checkpoint`` (the launch marks it complete)
+        unless a worker failed meanwhile or the actor saved nothing."""
+        actor = path / "actor"
+        if self.failure.event.is_set() or not actor.is_dir() or not any(actor.iterdir()):
+            return
+        self.on_checkpoint(path, step)
+        self._saved = Progress("checkpoint", step, self.total, time.monotonic() - self._t0,
+                               checkpoint=path)
+
+    def _put(self, kind: str, step: int, **extra: Any) -> None:
+        self._events.put(Progress(kind, step, self.total, time.monotonic() - self._t0, **extra))
+
+    # Main thread ---------------------------------------------------------------------------
+    def run(self, target: Callable[[], None]) -> None:
+        """Run ``target`` in a thread until it returns; raise DexrlError on failure or stall."""
+        outcome = _Outcome()
+
+        def body() -> None:
+            try:
+                target()
+            except BaseException as exc:  # reported by the main thread
+                outcome.error, outcome.tb = exc, traceback.format_exc()
+
+        self._thread = threading.Thread(target=body, name="rlinf-runner", daemon=True)
+        self._thread.start()
+        with _HealthWatch(self._unhealthy, self.health_check_s) as health:
+            self._watch(outcome, health)
+
+    def _watch(self, outcome: _Outcome, health: _HealthWatch) -> None:
+        last_event = time.monotonic()
+        while True:
+            with contextlib.suppress(queue.Empty):
+                event = self._events.get(timeout=0.5)
+                last_event = time.monotonic()
+                self._deliver(event)
+                continue
+            if not self._thread.is_alive():  # workers dropped by the loop's end look dead
+                self._drain()
+                if self.failure.event.is_set():
+                    raise self._worker_failure()
+                if outcome.error is not None:
+                    raise self._runner_error(outcome)
+                return
+            if self.failure.event.is_set() or health.tripped.is_set():
+                raise self._worker_failure()
+            idle = time.monotonic() - last_event
+            if idle > self.stall_timeout_s:
+                raise self._stall(idle)
+
+    def _unhealthy(self) -> bool:
+        """A node of the run is lost or one of its workers died (the health watch's check)."""
+        return self._lost_node() is not None or bool(dead_actor_causes())
+
+    def _deliver(self, event: Progress) -> None:
+        if self.on_progress is not None:
+            with self.output.terminal():
+                self.on_progress(event)
+
+    def _drain(self) -> None:
+        while not self._events.empty():
+            self._deliver(self._events.get_nowait())
+        if self._saved is not None:
+            self._deliver(self._saved)
+            self._saved = None
+
+    def _runner_error(self, outcome: _Outcome) -> DexrlError:
+        time.sleep(1.0)  # a worker failure makes RLinf's loop trip over None results: let it land
+        if self.failure.event.is_set() or self._unhealthy():
+            return self._worker_failure()
+        print(outcome.tb, file=sys.stderr)
+        exc = outcome.error
+        return DexrlError(
+            f"RLinf's training loop stopped at step {self.step}: {type(exc).__name__}: {exc}",
+            f"the traceback is in {self.log_hint}",
+            code="training-loop-failed",
+        )
+
+    def _lost_node(self, wait_s: float = 0.0) -> DexrlError | None:
+        """The error naming a lost node; Ray marks a node dead some seconds after its workers."""
+        if self.node_check is None:
+            return None
+        deadline = time.monotonic() + wait_s
+        while (lost := self.node_check(self.step + 1)) is None and time.monotonic() < deadline:
+            time.sleep(2.0)
+        return lost
+
+    def _worker_failure(self) -> DexrlError:
+        causes = failed_task_causes() or dead_actor_causes()
+        # A lost node explains every failure on it; wait for Ray to notice when it may be that.
+        maybe_node = not causes or any("node" in c[1].lower() for c in causes)
+        lost = self._lost_node(wait_s=NODE_DEATH_WAIT_S if maybe_node else 0.0)
+        if lost is not None:
+            return lost
+        if not causes:
+            return DexrlError(f"an RLinf worker failed during step {self.step + 1}",
+                              f"the worker's traceback is in {self.log_hint}",
+                              code="training-worker-failed")
+        name, summary, lines = causes[0]
+        return DexrlError(
+            f"RLinf worker {name} failed during step {self.step + 1}: {summary}",
+            f"fix the cause, then resume from the last checkpoint; full logs in {self.log_hint}",
+            details=lines[-8:],
+            code="training-worker-failed",
+        )
+
+    def _stall(self, idle_s: float) -> DexrlError:
+        waiting = pending_calls(self._thread)
+        where = "; ".join(waiting) if waiting else "no pending worker call found"
+        phase = f"step {self.step + 1}" if self._ready else "start-up"
+        return DexrlError(
+            f"no progress for {idle_s:.0f} s during {phase}: RLinf is waiting on {where}",
+            "one of these worker groups is stuck (the others wait for its data); their output "
+            f"is in {self.log_hint}. If steps are just slow, raise the stall timeout",
+            details=[f"stall timeout: {self.stall_timeout_s:.0f} s"],
+            code="training-stalled",
+        )
+
+

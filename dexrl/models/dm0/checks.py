@@ -1,0 +1,40 @@
+"""DM0's config checks (``ModelSpec.check_config``), run by ``validate`` and ``train``."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from omegaconf import DictConfig, OmegaConf
+
+from dexrl.errors import Finding
+
+DM0_DOCUMENTED_CHUNKS = 10
+
+
+def _get(cfg: DictConfig, key: str, default: Any = None) -> Any:
+    return OmegaConf.select(cfg, key, default=default, throw_on_resolution_failure=False)
+
+
+def check_dm0_settings(cfg: DictConfig) -> list[Finding]:
+    """What is known about DM0's settings (DM0's ``ModelSpec.check_config``)."""
+    findings: list[Finding] = []
+    chunks = _get(cfg, "actor.model.num_action_chunks")
+    if chunks != DM0_DOCUMENTED_CHUNKS:
+        findings.append(Finding(
+            "warning", "actor.model.num_action_chunks",
+            f"{chunks} differs from DM0's documented {DM0_DOCUMENTED_CHUNKS}: RLinf's Dexbotic "
+            f"docs and model/dexbotic_dm0.yaml say DM0 uses {DM0_DOCUMENTED_CHUNKS}, while "
+            "RLinf's libero_spatial_ppo_dexbotic_dm0.yaml ships 5 (dexrl's default follows it)",
+            f"keep it to reproduce RLinf's DM0 PPO recipe, or set "
+            f"actor.model.num_action_chunks={DM0_DOCUMENTED_CHUNKS} to act as DM0 is evaluated "
+            "(env max steps must stay divisible by it)"))
+    precision = str(_get(cfg, "actor.model.precision"))
+    if precision in ("bf16", "bfloat16") and not _get(
+            cfg, "actor.model.dexbotic.train_expert_only", True):
+        findings.append(Finding(
+            "error", "actor.model.dexbotic.train_expert_only",
+            "full DM0 fine-tuning in bf16 cannot be sharded by FSDP: DM0 keeps its vision stem "
+            "and position embedding in fp32 next to bf16 weights of the same module",
+            "keep actor.model.dexbotic.train_expert_only=true, or set actor.model.precision=fp32 "
+            "(with actor.fsdp_config.mixed_precision.param_dtype=bf16 for bf16 compute)"))
+    return findings
