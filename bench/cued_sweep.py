@@ -19,12 +19,12 @@ from __future__ import annotations
 
 import argparse
 import statistics
+import sys
 import tempfile
 import time
 from pathlib import Path
 
 import torch
-from helpers.local_ppo import LocalPPO, RolloutStep
 from omegaconf import DictConfig, OmegaConf
 
 from dexrl.config.compose import compose
@@ -32,6 +32,10 @@ from dexrl.models.dm0.tiny import write_tiny_dm0
 from dexrl.models.pi0.tiny import write_tiny_pi0
 from dexrl.reach.env import CuedReachEnv
 from dexrl.reach.experiments import MASKS
+
+# The in-process PPO iteration is a test harness, kept out of the package in tests/helpers/.
+sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "tests"))
+from helpers.local_ppo import LocalPPO, RolloutStep  # noqa: E402
 
 
 def main() -> None:

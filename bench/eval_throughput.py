@@ -44,10 +44,12 @@ def parse_args() -> argparse.Namespace:
 def main() -> None:
     args = parse_args()
     from dexrl.bridge.envs.libero import LiberoVecEnv, suite_info
+    from dexrl.checkpoints.loading import load_eval_policy
+    from dexrl.checkpoints.sources import resolve_checkpoint
     from dexrl.evaluation.episode_loop import LoopSettings, Timings, run_episodes
     from dexrl.evaluation.episodes import plan_episodes
+    from dexrl.evaluation.request import EvalRequest
     from dexrl.evaluation.settings import env_config, resolve_settings
-    from dexrl.evaluation.sources import load_eval_policy, resolve_checkpoint
 
     with tempfile.TemporaryDirectory() as tmp:
         ckpt = args.ckpt
@@ -60,11 +62,11 @@ def main() -> None:
         per_task = -(-args.episodes // args.num_envs)
         tasks = list(range(min(args.num_envs, len(info.languages))))
         plan = plan_episodes(tasks, per_task, info.init_states, seed=0)[: args.episodes]
-        settings = resolve_settings(
-            source, suite=args.suite, tasks=tasks, episodes_per_task=per_task,
+        settings = resolve_settings(source, EvalRequest(
+            ckpt=str(ckpt), suite=args.suite, episodes_per_task=per_task,
             num_envs=args.num_envs, seed=0, num_steps=args.num_steps,
             action_chunk=args.action_chunk, max_episode_steps=args.max_episode_steps,
-            video="none", device=args.device, dtype=None, env_overrides=[])
+            video="none", device=args.device, dtype=None), tasks)
         policy = load_eval_policy(source, settings.device)
         config = policy.network.config
         loop = LoopSettings(settings.num_steps, settings.action_chunk,

@@ -18,7 +18,7 @@ from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from dexrl.errors import DexrlError
+from dexrl.errors import DexrlError, one_line
 from dexrl.subproc import ProbeError, run_probe
 
 # RLinf names a worker actor "<group name>:<rank>" (scheduler/manager/worker_manager.py).
@@ -175,7 +175,7 @@ def check_address(address: str, timeout: float = 5.0, connect_timeout: float = 6
                 pass
         except (OSError, ValueError) as exc:
             raise DexrlError(f"cannot reach the Ray cluster at {address}: "
-                             f"{' '.join(str(exc).split())}", ADDRESS_FIX,
+                             f"{one_line(exc, typed=False)}", ADDRESS_FIX,
                              where="--ray-address", code="ray-unreachable") from None
     try:
         run_probe(connect, {"address": address}, timeout=connect_timeout)

@@ -3,7 +3,7 @@ the fix and a stable code) and :class:`Finding` (one problem a check found)."""
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any, Literal
 
 
@@ -77,12 +77,18 @@ class Finding:
         where: The config key, file or flag the problem is at.
         message: What is wrong.
         hint: How to fix it.
+        code: The kind of problem, a stable kebab-case name (``placement-gpu-count``), given as a
+            keyword: a literal where dexrl makes the finding, listed under "Finding codes" in
+            docs/errors.md, or the code of the :class:`DexrlError` it was made from. Programs tell
+            findings apart by ``(code, where)``; the message may be reworded. Never printed.
+            Empty only for a plugin's finding that gives none.
     """
 
     level: Level
     where: str
     message: str
     hint: str
+    code: str = field(default="", kw_only=True)
 
     def render(self) -> str:
         """One line for the terminal."""
@@ -94,14 +100,23 @@ def errors(findings: list[Finding]) -> list[Finding]:
     return [f for f in findings if f.level == "error"]
 
 
-def one_line(exc: BaseException) -> str:
-    """``Type: message`` of an exception on one line."""
-    text = " ".join(str(exc).split())
+def one_line(exc: BaseException, *, typed: bool = True, words: int | None = None) -> str:
+    """``Type: message`` of an exception on one line (runs of whitespace become one space).
+
+    Args:
+        typed: Lead with the exception's type name; ``False`` gives the bare message.
+        words: Keep only the message's first ``words`` words.
+    """
+    parts = str(exc).split()
+    text = " ".join(parts if words is None else parts[:words])
+    if not typed:
+        return text
     return f"{type(exc).__name__}: {text}" if text else type(exc).__name__
 
 
 def findings_from(exc: DexrlError, where: str) -> list[Finding]:
-    """One finding per detail line of ``exc`` (one for the message when it has none)."""
+    """One finding per detail line of ``exc`` (one for the message when it has none), each with
+    the error's code."""
     hint = exc.hint or "restore the file from the original checkpoint"
     lines = [f"{exc.message}: {d}" for d in exc.details] or [exc.message]
-    return [Finding("error", exc.where or where, line, hint) for line in lines]
+    return [Finding("error", exc.where or where, line, hint, code=exc.code) for line in lines]

@@ -12,7 +12,7 @@ from collections import defaultdict
 from dataclasses import dataclass, replace
 from importlib import metadata, resources
 
-from dexrl.errors import DexrlError
+from dexrl.errors import DexrlError, one_line
 from dexrl.models import BUILTIN_POLICIES as POLICIES
 from dexrl.specs import SUITES, ModelSpec, Policy
 
@@ -70,7 +70,7 @@ def discover() -> Discovery:
             problems.append(PluginProblem(
                 (ep.name,), (dist,),
                 f"policy plugin '{ep.name}' from {dist} failed to load ({ep.value}): "
-                f"{type(exc).__name__}: {' '.join(str(exc).split())}",
+                f"{type(exc).__name__}: {one_line(exc, typed=False)}",
                 f"fix or reinstall {dist} (`python -c 'import {ep.module}'` shows the error), "
                 f"or uninstall it"))
             continue

@@ -45,15 +45,63 @@ def tiny_dm0_dir(tmp_path_factory: pytest.TempPathFactory) -> Path:
     return write_tiny_dm0(tmp_path_factory.mktemp("tiny_dm0") / "ckpt")
 
 
-@pytest.fixture
-def tiny_pi0_copy(tiny_pi0_dir: Path, tmp_path: Path) -> Callable[[], Path]:
-    """Return a function giving a fresh writable copy of the tiny π0 checkpoint."""
+@pytest.fixture(scope="module", params=["pi0", "dm0"])
+def model(request: pytest.FixtureRequest) -> str:
+    """The tiny model a test runs on: a test that asks for it (or for :func:`model_dir`) runs for
+    π0 and for DM0. Pin cases with ``@pytest.mark.parametrize("model", [...], indirect=True)``."""
+    return request.param
+
+
+@pytest.fixture(scope="module")
+def model_dir(model: str, request: pytest.FixtureRequest) -> Path:
+    """The tiny checkpoint of :func:`model`: ``tiny_pi0_dir`` or ``tiny_dm0_dir``."""
+    return request.getfixturevalue(f"tiny_{model}_dir")
+
+
+def _copier(source: Path, tmp_path: Path) -> Callable[[], Path]:
     counter = iter(range(1_000_000))
 
     def copy() -> Path:
-        return Path(shutil.copytree(tiny_pi0_dir, tmp_path / f"ckpt{next(counter)}"))
+        return Path(shutil.copytree(source, tmp_path / f"ckpt{next(counter)}"))
 
     return copy
+
+
+@pytest.fixture
+def tiny_pi0_copy(tiny_pi0_dir: Path, tmp_path: Path) -> Callable[[], Path]:
+    """Return a function giving a fresh writable copy of the tiny π0 checkpoint."""
+    return _copier(tiny_pi0_dir, tmp_path)
+
+
+@pytest.fixture
+def tiny_dm0_copy(tiny_dm0_dir: Path, tmp_path: Path) -> Callable[[], Path]:
+    """Return a function giving a fresh writable copy of the tiny DM0 checkpoint."""
+    return _copier(tiny_dm0_dir, tmp_path)
+
+
+@pytest.fixture(scope="session")
+def tiny_run_at(tiny_pi0_dir: Path,
+                tmp_path_factory: pytest.TempPathFactory) -> Callable[[int], Path]:
+    """Return a function giving a tiny RLinf run trained (in appearance) from the tiny π0 up to
+    ``step``: RUN_DIR with config.yaml and checkpoints/global_step_<step>. One run per step for
+    the whole session: treat it as read-only."""
+    from helpers.rlinf_run import write_tiny_rlinf_run
+
+    runs: dict[int, Path] = {}
+
+    def at(step: int) -> Path:
+        if step not in runs:
+            runs[step] = write_tiny_rlinf_run(tmp_path_factory.mktemp("run") / "run",
+                                              tiny_pi0_dir, step=step)
+        return runs[step]
+
+    return at
+
+
+@pytest.fixture(scope="session")
+def tiny_run(tiny_run_at: Callable[[int], Path]) -> Path:
+    """The tiny RLinf run at step 2 (read-only for tests)."""
+    return tiny_run_at(2)
 
 
 def _starts_python_or_ray(args: object) -> bool:

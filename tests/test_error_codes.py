@@ -1,5 +1,6 @@
 """Every DexrlError carries a stable code: a literal at the raise site, documented, on the error
-line, and in the ``--json`` error document."""
+line, and in the ``--json`` error document. Every Finding carries one too: a literal where dexrl
+makes it (or its DexrlError's), documented, never printed."""
 
 from __future__ import annotations
 
@@ -7,6 +8,7 @@ import ast
 import json
 import pickle
 import re
+from collections.abc import Callable
 from pathlib import Path
 
 import pytest
@@ -14,12 +16,13 @@ from typer.testing import CliRunner
 
 import dexrl
 from dexrl.cli import app
-from dexrl.errors import DexrlError
+from dexrl.errors import DexrlError, Finding, findings_from
 
 PACKAGE = Path(dexrl.__file__).parent
 DOCS = PACKAGE.parent / "docs" / "errors.md"
 CODE = re.compile(r"^[a-z][a-z0-9]*(-[a-z0-9]+)+$")  # kebab-case, two words at least
 DOC_ROW = re.compile(r"^\| `([^`]+)` \|")
+FINDINGS_HEADING = "## Finding codes"
 
 
 def raise_site_codes(source: str, name: str = "<string>") -> tuple[list[str], list[str]]:
@@ -42,20 +45,85 @@ def raise_site_codes(source: str, name: str = "<string>") -> tuple[list[str], li
     return codes, problems
 
 
-def source_codes() -> tuple[set[str], list[str], int]:
+def _package_codes(
+    sites: Callable[[str, str], tuple[list[str], list[str]]],
+) -> tuple[set[str], list[str], int]:
+    """(codes, problems, calls) of ``sites`` over every module of the package."""
     codes: set[str] = set()
     problems: list[str] = []
     calls = 0
     for path in sorted(PACKAGE.rglob("*.py")):
-        found, bad = raise_site_codes(path.read_text(), str(path.relative_to(PACKAGE.parent)))
+        found, bad = sites(path.read_text(), str(path.relative_to(PACKAGE.parent)))
         codes.update(found)
         problems += bad
         calls += len(found) + len(bad)
     return codes, problems, calls
 
 
-def documented_codes() -> list[str]:
-    return [m.group(1) for line in DOCS.read_text().splitlines() if (m := DOC_ROW.match(line))]
+def source_codes() -> tuple[set[str], list[str], int]:
+    return _package_codes(raise_site_codes)
+
+
+def documented_codes(part: str = "errors") -> list[str]:
+    """The codes of the error table (``part="errors"``) or of the "Finding codes" section."""
+    text = DOCS.read_text()
+    assert FINDINGS_HEADING in text
+    errors_part, _, findings_part = text.partition(FINDINGS_HEADING)
+    lines = (findings_part if part == "findings" else errors_part).splitlines()
+    return [m.group(1) for line in lines if (m := DOC_ROW.match(line))]
+
+
+def _called(node: ast.AST) -> str | None:
+    if not isinstance(node, ast.Call):
+        return None
+    return getattr(node.func, "id", None) or getattr(node.func, "attr", None)
+
+
+def _code_keyword(node: ast.Call) -> ast.keyword | None:
+    return next((k for k in node.keywords if k.arg == "code"), None)
+
+
+def finding_site_codes(source: str, name: str = "<string>") -> tuple[list[str], list[str]]:
+    """(codes, problems) of the calls that make a Finding in ``source``: ``Finding(...)`` itself
+    and the helpers that pass their own ``code`` parameter on to it (their calls are checked in
+    its place). A Finding may also take the code of the DexrlError it is made from
+    (``code=exc.code``). A problem is a call without a ``code=`` keyword, with one that is not a
+    string literal, or of the wrong shape."""
+    tree = ast.parse(source, filename=name)
+    helpers: set[str] = set()
+    passed_on: set[int] = set()  # the Finding calls inside a helper, given the helper's code
+    for func in ast.walk(tree):
+        if not isinstance(func, (ast.FunctionDef, ast.AsyncFunctionDef)):
+            continue
+        args = func.args
+        params = {a.arg for a in [*args.posonlyargs, *args.args, *args.kwonlyargs]}
+        for node in ast.walk(func):
+            kw = _code_keyword(node) if _called(node) == "Finding" else None
+            if kw and isinstance(kw.value, ast.Name) and kw.value.id in params:
+                helpers.add(func.name)
+                passed_on.add(id(node))
+    codes, problems = [], []
+    for node in ast.walk(tree):
+        called = _called(node)
+        if called != "Finding" and called not in helpers or id(node) in passed_on:
+            continue
+        kw = _code_keyword(node)
+        where = f"{name}:{node.lineno}: {called}(...)"
+        if kw is None:
+            problems.append(f"{where} without code=")
+        elif isinstance(kw.value, ast.Attribute) and kw.value.attr == "code":
+            continue  # the code of the DexrlError the finding is made from
+        elif not (isinstance(kw.value, ast.Constant) and isinstance(kw.value.value, str)):
+            problems.append(f"{where}: code= is not a string literal")
+        elif not CODE.match(kw.value.value):
+            problems.append(f"{where}: code {kw.value.value!r} is not kebab-case")
+        else:
+            codes.append(kw.value.value)
+    return codes, problems
+
+
+def finding_codes() -> tuple[set[str], list[str], int]:
+    return _package_codes(finding_site_codes)
 
 
 def test_every_raise_site_has_a_literal_code() -> None:
@@ -91,6 +159,60 @@ def test_the_documented_codes_are_the_raised_codes() -> None:
     codes, _, _ = source_codes()
     assert sorted(set(documented) - codes) == [], "documented but never raised"
     assert sorted(codes - set(documented)) == [], "raised but not in docs/errors.md"
+
+
+def test_every_finding_site_has_a_literal_code() -> None:
+    codes, problems, calls = finding_codes()
+    assert problems == []
+    assert calls > 50 and len(codes) > 40  # the walk found the sites
+
+
+def test_the_check_catches_a_finding_without_a_code() -> None:
+    """Control: the walk would notice a new finding without a code (or a bad one), also through
+    a helper that passes a code on, and accepts the code of the DexrlError it is made from."""
+    source = (
+        "from dexrl.errors import Finding\n"
+        "def f():\n"
+        "    return Finding('error', 'k', 'm', 'h', code='placement-gpu-count')\n"
+        "def g():\n"
+        "    return Finding('warning', 'k', 'no code here', 'h')\n"
+        "def h(code):\n"
+        "    return errors.Finding('error', 'k', 'computed', 'h', code=code.upper())\n"
+        "def i():\n"
+        "    return Finding('error', 'k', 'bad shape', 'h', code='Placement_GPU')\n"
+        "def j(exc):\n"
+        "    return Finding('error', 'k', exc.message, 'h', code=exc.code)\n"
+        "def k(where):\n"
+        "    def error(key, message, *, code):\n"
+        "        return Finding('error', f'{where}.{key}', message, 'h', code=code)\n"
+        "    return [error('a', 'm', code='reach-too-few-targets'), error('b', 'm')]\n"
+    )
+    codes, problems = finding_site_codes(source)
+    assert sorted(codes) == ["placement-gpu-count", "reach-too-few-targets"]
+    assert [p.split(": ", 1)[1] for p in problems] == [
+        "Finding(...) without code=", "Finding(...): code= is not a string literal",
+        "Finding(...): code 'Placement_GPU' is not kebab-case", "error(...) without code="]
+
+
+def test_the_documented_finding_codes_are_the_codes_in_use() -> None:
+    documented = documented_codes("findings")
+    assert len(documented) == len(set(documented)), "a finding code documented twice"
+    codes, _, _ = finding_codes()
+    assert sorted(set(documented) - codes) == [], "documented but never found"
+    assert sorted(codes - set(documented)) == [], "found but not under Finding codes"
+
+
+def test_a_finding_code_is_a_keyword_that_is_never_printed() -> None:
+    finding = Finding("error", "cluster.component_placement.actor", "device ids [8] exceed",
+                      "use ids below that", code="placement-gpu-count")
+    assert finding.render() == (
+        "cluster.component_placement.actor: device ids [8] exceed (fix: use ids below that)")
+    assert Finding("error", "w", "m", "h").code == ""  # a plugin's finding may give none
+    with pytest.raises(TypeError):
+        Finding("error", "w", "m", "h", "placement-gpu-count")  # type: ignore[misc]
+    exc = DexrlError("missing config.json", "copy it", code="model-file-missing", where="c/x",
+                     details=["one", "two"])
+    assert {(f.code, f.where) for f in findings_from(exc, "c")} == {("model-file-missing", "c/x")}
 
 
 def test_render_puts_the_code_on_the_error_line() -> None:

@@ -1,4 +1,5 @@
-"""Load the policy of a Dexbotic checkpoint folder, whichever model (or plugin) it is.
+"""Load the policy of a Dexbotic checkpoint folder, whichever model (or plugin) it is, and what a
+model type's policy declares about its checkpoints (defaults, keys it leaves unused).
 
 Importing this module is cheap; torch and transformers load on the first :func:`load_policy`.
 Which checkpoints load, and with which inference class, is the catalog's
@@ -7,12 +8,14 @@ Which checkpoints load, and with which inference class, is the catalog's
 
 from __future__ import annotations
 
+import fnmatch
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
     import torch
 
+    from dexrl.catalog import Policy
     from dexrl.models.flow.policy import FlowPolicy
     from dexrl.models.transforms import NormMode
 
@@ -95,3 +98,36 @@ def _torch_dtype(dtype: Any) -> Any:
         raise DexrlError(f"unknown dtype {dtype!r}", hint="use float32 or bfloat16", where="dtype",
                          code="model-dtype-unknown")
     return getattr(torch, name)
+
+
+def model_defaults(model_type: str) -> tuple[int, int]:
+    """(num_action_chunks, num_steps) documented in the policy's model config."""
+    from importlib import resources
+
+    from omegaconf import OmegaConf
+
+    policy = _policy(model_type)
+    path = resources.files(policy.config_package) / "model" / f"{policy.model_config_name}.yaml"
+    cfg = OmegaConf.create(path.read_text())
+    return int(cfg.num_action_chunks), int(cfg.num_steps)
+
+
+def unused_key_patterns(model_type: str) -> tuple[str, ...]:
+    """Checkpoint keys the model type's loader accepts without using them (its spec's
+    ``extra_keys``)."""
+    from dexrl.catalog import load_reference
+
+    reference = _policy(model_type).model.extra_keys
+    return tuple(load_reference(reference)) if reference is not None else ()
+
+
+def _policy(model_type: str) -> Policy:
+    from dexrl.catalog import get_policy
+
+    return get_policy(model_type)
+
+
+def is_unused_key(key: str, patterns: tuple[str, ...]) -> bool:
+    """Whether ``key`` matches one of ``patterns`` (glob)."""
+    return any(fnmatch.fnmatchcase(key, p) for p in patterns)
+

@@ -44,15 +44,15 @@ def build_context(suite: str | None, model: str | None, config_name: str | None,
         The context and the config findings (``None`` without a config).
     """
     from dexrl.catalog import get_suite
+    from dexrl.checkpoints.sources import locate_checkpoint
     from dexrl.config.compose import suite_of
     from dexrl.config.validate import compose_and_check
     from dexrl.doctor.context import DEFAULT_SUITE, Budget, Context
-    from dexrl.hub.home import resolve_ckpt
     from dexrl.training.session import ckpt_overrides
 
     ctx = Context(Budget(budget), suite=DEFAULT_SUITE, ray_address=ray_address or None,
                   quick=quick)
-    ckpt_path = resolve_ckpt(ckpt) if ckpt else None
+    ckpt_path = locate_checkpoint(ckpt) if ckpt else None
     if model or config_name:
         extra = ckpt_overrides(ckpt_path) if ckpt_path else []
         validated = compose_and_check(suite, model, config_name, extra + overrides)

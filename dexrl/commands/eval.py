@@ -87,28 +87,29 @@ def eval_command(
     """Evaluate a checkpoint on LIBERO (RLinf's env wrapper) or on a dexrl task."""
     from dexrl.bridge.launch.output import Output
     from dexrl.evaluation import report, session
-    from dexrl.hub.home import resolve_ckpt
+    from dexrl.evaluation.request import EvalRequest
 
+    request = EvalRequest(
+        ckpt=ckpt, suite=suite, tasks=tasks, episodes_per_task=episodes_per_task,
+        num_envs=num_envs, seed=seed, num_steps=num_steps, action_chunk=action_chunk,
+        max_episode_steps=max_episode_steps, video=video, out=out, overwrite=overwrite,
+        compare=compare, base=base, device=device, dtype=dtype,
+        allow_suite_mismatch=allow_suite_mismatch, verbose=verbose,
+        env_overrides=tuple(overrides or ()))
     log = _temporary_log()
     claimed: list[Path] = []  # the output folder, once the evaluation has started writing it
     try:
         # Third-party output (robosuite, gym, warnings, the env subprocesses) goes to the log.
-        with Output(log, verbose) as output:
+        with Output(log, request.verbose) as output:
             out_console = console(file=output.stream())
-            prepared = session.prepare(
-                ckpt=resolve_ckpt(ckpt), suite=suite, tasks=tasks,
-                episodes_per_task=episodes_per_task, num_envs=num_envs, seed=seed,
-                num_steps=num_steps, action_chunk=action_chunk,
-                max_episode_steps=max_episode_steps, video=video, out=out, overwrite=overwrite,
-                compare=compare, base=base, device=device, dtype=dtype,
-                env_overrides=overrides or [], allow_suite_mismatch=allow_suite_mismatch)
+            prepared = session.prepare(request)
             _describe_source(prepared.source, out_console)
             out_console.print(report.settings_table(prepared.settings.record()))
             results = _run(prepared, session, console(stderr=True, file=output.stream(err=True)),
                            on_claimed=lambda: claimed.append(prepared.out))
             _show_results(results, prepared.out, out_console)
     finally:
-        kept = _keep_log(log, claimed[0] if claimed and not verbose else None)
+        kept = _keep_log(log, claimed[0] if claimed and not request.verbose else None)
     if kept is not None:
         console().print(f"Third-party output (robosuite, gym, warnings): {kept}")
 

@@ -40,8 +40,9 @@ def export_command(
     overwrite: bool = typer.Option(False, "--overwrite", help="Replace an earlier export."),
 ) -> None:
     """Turn an RLinf training checkpoint into a Dexbotic-layout checkpoint folder."""
-    from dexrl.evaluation.export import export_checkpoint, push_to_hub
-    from dexrl.evaluation.sources import resolve_checkpoint
+    from dexrl.checkpoints.export import check_export, export_checkpoint, push_to_hub
+    from dexrl.checkpoints.sources import resolve_checkpoint
+    from dexrl.evaluation.results import find_results, load_results
 
     say = console()
     if repo_id:
@@ -55,8 +56,10 @@ def export_command(
                       f"(from {source.base_from})")
     for note in source.notes:
         say.print(note)
+    check_export(source, out, overwrite)  # refused before any results.json is read
+    card = results if results is not None else find_results(source.run_dir, source.step)
     done = export_checkpoint(source, out, keep_value_head=keep_value_head, overwrite=overwrite,
-                             results=results)
+                             results=(card, load_results(card)) if card is not None else None)
     head = "kept in value_head.safetensors" if done.value_head else "dropped"
     say.print(f"Exported {done.tensors} tensors ({done.dtype}) to {done.out}; value head "
                   f"{head}.")

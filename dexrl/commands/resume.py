@@ -6,7 +6,13 @@ from pathlib import Path
 
 import typer
 
-from dexrl.training.session import prepare_resume, run, start_resume
+from dexrl.training.session import (
+    LaunchOptions,
+    ResumeRequest,
+    prepare_resume,
+    run,
+    start_resume,
+)
 
 EPILOG = """\
 Examples:
@@ -44,8 +50,10 @@ def resume(
     from dexrl.console import console
     from dexrl.runs.resume_rules import config_diff, diff_lines
 
-    resumption = prepare_resume(run_dir, step=step, overrides=list(overrides or []),
-                                allow_changes=allow_changes)
+    resumption = prepare_resume(ResumeRequest(
+        run_dir, step=step, allow_changes=allow_changes, overrides=tuple(overrides or ()),
+        launch=LaunchOptions(ray_address=ray_address, verbose=verbose,
+                             stall_timeout=stall_timeout)))
     checkpoint, out = resumption.checkpoint, console()
     if dry_run:
         out.print(f"Would resume {resumption.dir} from {checkpoint.path.name}: steps "
@@ -55,13 +63,11 @@ def resume(
         for line in [*resumption.notes, "Config changes:", *(f"  {d}" for d in changes)]:
             out.print(line, markup=False)
         return
-    cfg = start_resume(resumption, ray_address=ray_address)
+    ready = start_resume(resumption)
     out.print(f"Resuming {resumption.dir} from {checkpoint.path.name}", markup=False)
     for line in resumption.notes:
         out.print(line, markup=False)
-    raise typer.Exit(run(cfg, resumption.dir, smoke=resumption.smoke,
-                         resume_from=checkpoint.path, ray_address=ray_address, verbose=verbose,
-                         stall_timeout=stall_timeout))
+    raise typer.Exit(run(ready))
 
 
 def mount(app: typer.Typer) -> None:

@@ -7,7 +7,16 @@ from pathlib import Path
 
 import typer
 
-from dexrl.training.session import NewRun, launch_plan, prepare, refuse_on_errors, run, start
+from dexrl.training.session import (
+    LaunchOptions,
+    NewRun,
+    TrainRequest,
+    launch_plan,
+    prepare,
+    refuse_on_errors,
+    run,
+    start,
+)
 
 EPILOG = """\
 Examples:
@@ -49,15 +58,16 @@ def train(
     overrides: list[str] = typer.Argument(None, help="Hydra overrides, key=value."),
 ) -> None:
     """Train a policy with PPO on LIBERO, RLinf as the backend."""
-    new = prepare(suite=suite, model=model, config_name=config_name, ckpt=ckpt, name=name,
-                  run_dir=run_dir, smoke=smoke, dry_run=dry_run, gpus_per_node=gpus_per_node,
-                  overrides=list(overrides or []))
+    new = prepare(TrainRequest(
+        suite=suite, model=model, config_name=config_name, ckpt=ckpt, name=name,
+        run_dir=run_dir, smoke=smoke, dry_run=dry_run, gpus_per_node=gpus_per_node,
+        overrides=tuple(overrides or ()),
+        launch=LaunchOptions(ray_address=ray_address, verbose=verbose,
+                             stall_timeout=stall_timeout)))
     if dry_run:
         show_plan(new)
         return
-    cfg = start(new, ray_address=ray_address)
-    raise typer.Exit(run(cfg, new.target, smoke=smoke, resume_from=None, ray_address=ray_address,
-                         verbose=verbose, stall_timeout=stall_timeout))
+    raise typer.Exit(run(start(new)))
 
 
 def show_plan(new: NewRun) -> None:

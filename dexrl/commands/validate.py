@@ -6,7 +6,7 @@ from typing import TYPE_CHECKING
 
 import typer
 
-from dexrl.errors import DexrlError
+from dexrl.errors import DexrlError, one_line
 
 if TYPE_CHECKING:
     from rich.console import Console
@@ -92,7 +92,7 @@ def validate(
         try:
             out.print(to_yaml(result.cfg), markup=False, soft_wrap=True)
         except Exception as exc:  # an interpolation that cannot resolve
-            raise DexrlError(f"config does not resolve: {' '.join(str(exc).split())}",
+            raise DexrlError(f"config does not resolve: {one_line(exc, typed=False)}",
                              "fix the interpolation or the override that feeds it",
                              code="config-does-not-resolve") from None
     raise typer.Exit(report(result, Console(stderr=True, highlight=False, soft_wrap=True), strict))

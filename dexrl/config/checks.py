@@ -93,7 +93,8 @@ def placement_world_sizes(cfg: DictConfig, facts: Facts) -> tuple[dict[str, int]
     placement = _get(cfg, "cluster.component_placement")
     if not isinstance(placement, DictConfig) or not len(placement):
         return {}, [Finding("error", "cluster.component_placement", "missing or empty",
-                            "e.g. cluster.component_placement='{actor,env,rollout: all}'")]
+                            "e.g. cluster.component_placement='{actor,env,rollout: all}'",
+                            code="placement-missing")]
     sizes: dict[str, int] = {}
     for names in placement:
         where = f"cluster.component_placement.{names}"
@@ -103,7 +104,8 @@ def placement_world_sizes(cfg: DictConfig, facts: Facts) -> tuple[dict[str, int]
             continue  # an interpolation that does not resolve: the schema reports it
         except ValueError as exc:
             findings.append(Finding("error", where, f"bad placement: {exc}",
-                                    "use 'all' or ids and ranges like '0-3,6'"))
+                                    "use 'all' or ids and ranges like '0-3,6'",
+                                    code="placement-syntax"))
             continue
         out = sorted({i for i in ids if i >= total})
         if out:
@@ -112,18 +114,21 @@ def placement_world_sizes(cfg: DictConfig, facts: Facts) -> tuple[dict[str, int]
                 f"device ids {out} exceed the {total} GPUs of {num_nodes} node(s) × "
                 f"{facts.gpus_per_node} GPUs",
                 "use ids below that, raise cluster.num_nodes, or pass --gpus-per-node",
+                code="placement-gpu-count",
             ))
         for name in str(names).split(","):
             name = name.strip()
             if name in sizes:
                 findings.append(Finding("error", where, f"component '{name}' placed twice",
-                                        "place each component once"))
+                                        "place each component once",
+                                        code="placement-component-twice"))
             sizes[name] = len(set(ids))
     for comp in COMPONENTS:
         if comp not in sizes:
             findings.append(Finding("error", "cluster.component_placement",
                                     f"component '{comp}' is not placed",
-                                    "add it, e.g. 'actor,env,rollout: all'"))
+                                    "add it, e.g. 'actor,env,rollout: all'",
+                                    code="placement-component-missing"))
     return sizes, findings
 
 
@@ -146,24 +151,26 @@ def check_env_arithmetic(cfg: DictConfig, sizes: dict[str, int]) -> list[Finding
         if env_ws and n % env_ws:
             findings.append(Finding("error", key,
                                     f"{n} envs do not divide over {env_ws} env processes",
-                                    f"use a multiple of {env_ws}"))
+                                    f"use a multiple of {env_ws}", code="env-count-uneven"))
         elif env_ws:
             per = n // env_ws
             if per % stages or per // stages == 0:
                 findings.append(Finding(
                     "error", key, f"{per} envs per process do not split into "
                     f"rollout.pipeline_stage_num={stages} stages",
-                    f"use a multiple of {env_ws * stages} envs or fewer stages"))
+                    f"use a multiple of {env_ws * stages} envs or fewer stages",
+                    code="env-stages-uneven"))
             elif (per // stages) % group:
                 findings.append(Finding(
                     "error", key, f"{per // stages} envs per stage are not divisible by "
-                    f"group_size={group}", f"use a multiple of {env_ws * stages * group} envs"))
+                    f"group_size={group}", f"use a multiple of {env_ws * stages * group} envs",
+                    code="env-groups-uneven"))
         steps = _count(cfg, f"env.{split}.max_steps_per_rollout_epoch")
         if steps % chunks:
             findings.append(Finding(
                 "error", f"env.{split}.max_steps_per_rollout_epoch",
                 f"{steps} is not divisible by actor.model.num_action_chunks={chunks}",
-                f"use a multiple of {chunks}"))
+                f"use a multiple of {chunks}", code="env-steps-chunks-uneven"))
     return findings
 
 
@@ -175,7 +182,8 @@ def check_batch_arithmetic(cfg: DictConfig, sizes: dict[str, int]) -> list[Findi
     if ws and gbs and mbs and gbs % (mbs * ws):
         return [Finding("error", "actor.global_batch_size",
                         f"{gbs} is not divisible by micro_batch_size × actor world size "
-                        f"= {mbs} × {ws}", f"use a multiple of {mbs * ws}")]
+                        f"= {mbs} × {ws}", f"use a multiple of {mbs * ws}",
+                        code="batch-micro-batches-uneven")]
     return []
 
 
@@ -196,7 +204,7 @@ def check_rollout_split(cfg: DictConfig, sizes: dict[str, int]) -> list[Finding]
         return [Finding("error", "env.train.total_num_envs",
                         f"{n // senders} envs per env process and stage do not split into "
                         f"{parts} equal parts, one per actor rank ({actor_ws} actor ranks)",
-                        f"use a multiple of {senders * parts} envs")]
+                        f"use a multiple of {senders * parts} envs", code="env-actor-split-uneven")]
     steps = _count(cfg, "env.train.max_steps_per_rollout_epoch")
     chunks = _count(cfg, "actor.model.num_action_chunks")
     gbs = _count(cfg, "actor.global_batch_size", 0)
@@ -205,7 +213,8 @@ def check_rollout_split(cfg: DictConfig, sizes: dict[str, int]) -> list[Finding]
         return [Finding("error", "actor.global_batch_size",
                         f"{gbs} does not divide the {calls * n} samples of a step ({calls} policy "
                         f"calls per env × {n} envs); RLinf asserts it in the actor's first update",
-                        "use a divisor of the samples per step, or change the env count")]
+                        "use a divisor of the samples per step, or change the env count",
+                        code="batch-samples-uneven")]
     return []
 
 
@@ -217,14 +226,16 @@ def check_algorithm(cfg: DictConfig) -> list[Finding]:
             cfg, "actor.model.add_value_head", False):
         findings.append(Finding("error", "actor.model.add_value_head",
                                 f"algorithm.loss_type={loss} needs a value head",
-                                "set actor.model.add_value_head=True"))
+                                "set actor.model.add_value_head=True",
+                                code="algorithm-value-head-missing"))
     if (_get(cfg, "algorithm.normalize_advantages", True) is False
             and _get(cfg, "algorithm.adv_type") == "gae"
             and not _get(cfg, "runner.use_training_pipeline", False)):
         findings.append(Finding(
             "warning", "algorithm.normalize_advantages",
             "false has no effect: RLinf 0.3.0's embodied actor always normalizes GAE advantages "
-            "(over each actor rank's samples)", "leave it true, or expect normalized advantages"))
+            "(over each actor rank's samples)", "leave it true, or expect normalized advantages",
+            code="algorithm-setting-ignored"))
     return findings
 
 
@@ -238,11 +249,12 @@ def check_runner(cfg: DictConfig) -> list[Finding]:
         findings.append(Finding("warning", "runner.save_interval",
                                 f"{save} exceeds runner.max_steps={max_steps}: only the final "
                                 "step is checkpointed, so a crash loses the whole run",
-                                f"use a value ≤ {max_steps}"))
+                                f"use a value ≤ {max_steps}", code="runner-save-after-end"))
     if val and save and save % val:
         findings.append(Finding("error", "runner.save_interval",
                                 f"{save} is not a multiple of runner.val_check_interval={val} "
-                                "(RLinf requires it)", f"use a multiple of {val}"))
+                                "(RLinf requires it)", f"use a multiple of {val}",
+                                code="runner-save-not-on-validation"))
     return findings
 
 
@@ -255,25 +267,26 @@ def check_model(cfg: DictConfig, facts: Facts) -> list[Finding]:
         from dexrl.plugins import discover
 
         broken = [p for p in discover().problems if model_type in p.names]
-        findings.append(Finding("error", "actor.model.model_type",
-                                broken[0].message if broken else
+        findings.append(Finding("error", "actor.model.model_type", broken[0].message,
+                                broken[0].hint, code="plugin-unusable") if broken else
+                        Finding("error", "actor.model.model_type",
                                 f"'{model_type}' is not a dexrl policy",
-                                broken[0].hint if broken else
-                                f"use one of {', '.join(sorted(known))}"))
+                                f"use one of {', '.join(sorted(known))}",
+                                code="config-model-type-unknown"))
     actor_path = _get(cfg, "actor.model.model_path")
     rollout_path = _get(cfg, "rollout.model.model_path")
     if actor_path != rollout_path:
         findings.append(Finding("error", "rollout.model.model_path",
                                 f"differs from actor.model.model_path ({rollout_path!r} vs "
                                 f"{actor_path!r})", "set actor.model.model_path only; the "
-                                "rollout follows it"))
+                                "rollout follows it", code="config-copy-differs"))
     for source, copies in _MIRRORED_KEYS.items():
         value = _get(cfg, source)
         for key in copies:
             other = _get(cfg, key)
             if other is not None and other != value:
                 findings.append(Finding("error", key, f"{other} differs from {source}={value}",
-                                        f"set {source} only"))
+                                        f"set {source} only", code="config-copy-differs"))
     if facts.suite in SUITES:
         horizon = SUITES[facts.suite].horizon
         for split in ("train", "eval"):
@@ -284,14 +297,14 @@ def check_model(cfg: DictConfig, facts: Facts) -> list[Finding]:
                     f"{mes} differs from the {facts.suite} horizon {horizon} used by the "
                     "openpi/RLinf standalone evaluations (success rates are not comparable)",
                     f"set env.{split}.max_episode_steps={horizon} to compare with published "
-                    "numbers"))
+                    "numbers", code="env-horizon-differs"))
     if isinstance(actor_path, str) and Path(actor_path).expanduser().exists():
         findings += check_checkpoint_dir(Path(actor_path).expanduser(), model_type)
     elif isinstance(actor_path, str):
         findings.append(Finding("warning", "actor.model.model_path",
                                 f"checkpoint not found at {actor_path}",
                                 "run `dexrl download <repo>` or pass --ckpt / "
-                                "actor.model.model_path=..."))
+                                "actor.model.model_path=...", code="checkpoint-not-found"))
     return findings
 
 
@@ -303,7 +316,8 @@ def check_dexbotic(cfg: DictConfig) -> list[Finding]:
             level, (int, float)) and level > 1:
         findings.append(Finding("error", "actor.model.dexbotic.noise_level",
                                 f"{level} exceeds 1, the largest flow_cps noise level (an angle "
-                                "fraction)", "use a value in [0, 1] with flow_cps"))
+                                "fraction)", "use a value in [0, 1] with flow_cps",
+                                code="policy-setting-out-of-range"))
     model_type = _get(cfg, "actor.model.model_type")
     policy = policy_for(model_type) if isinstance(model_type, str) else None
     if policy is not None and policy.model.check_config is not None:
@@ -320,21 +334,24 @@ def check_rollout_speed(cfg: DictConfig, facts: Facts) -> list[Finding]:
         findings.append(Finding("error", "rollout.enable_cuda_graph",
                                 "CUDA graphs need a GPU and this run has none",
                                 "set rollout.enable_cuda_graph=false (rollout."
-                                "enable_torch_compile works on a CPU)"))
+                                "enable_torch_compile works on a CPU)",
+                                code="policy-cuda-graph-no-gpu"))
     if graphs and _get(cfg, "rollout.enable_torch_compile") is True and mode in (
             "reduce-overhead", "max-autotune"):
         findings.append(Finding("error", "rollout.torch_compile_mode",
                                 f"{mode} records CUDA graphs itself, which cannot run inside "
                                 "the rollout's own CUDA graph",
                                 "set rollout.torch_compile_mode=max-autotune-no-cudagraphs (or "
-                                "default) with rollout.enable_cuda_graph"))
+                                "default) with rollout.enable_cuda_graph",
+                                code="policy-compile-mode-graphs"))
     if graphs and _get(cfg, "rollout.enable_offload") is True:
         findings.append(Finding("warning", "rollout.enable_cuda_graph",
                                 "with rollout.enable_offload the graphs are released before "
                                 "every offload and captured again after every reload: a "
                                 "capture (3 calls per batch size) every global step",
                                 "keep it if GPU memory needs the offload; otherwise set "
-                                "rollout.enable_offload=false"))
+                                "rollout.enable_offload=false",
+                                code="policy-cuda-graph-recaptured"))
     return findings
 
 

@@ -1,5 +1,6 @@
 """Compose the shipped Hydra tree (``conf/``, installed as ``dexrl.conf``): find a config by
-suite and policy, check override syntax, and turn Hydra's errors into one-line DexrlErrors."""
+suite and policy, compose it with overrides (checked by :mod:`dexrl.config.overrides`), and turn
+Hydra's errors into one-line DexrlErrors."""
 
 from __future__ import annotations
 
@@ -11,8 +12,9 @@ from pathlib import Path
 from omegaconf import DictConfig, OmegaConf, open_dict
 
 from dexrl.catalog import SUITES, config_name, did_you_mean, policies
+from dexrl.config.overrides import TRAINING, malformed_error, parse_overrides, unknown_key_error
 from dexrl.dotted import flatten
-from dexrl.errors import DexrlError
+from dexrl.errors import DexrlError, one_line
 
 
 def conf_dir() -> Path:
@@ -87,44 +89,6 @@ def resolve_config_name(suite: str | None, model: str | None, name: str | None) 
     return stem
 
 
-def check_override_syntax(overrides: list[str]) -> None:
-    """Parse each override with Hydra's own grammar so the bad one can be named."""
-    from hydra.core.override_parser.overrides_parser import OverridesParser
-    from hydra.errors import HydraException
-
-    parser = OverridesParser.create()
-    for i, ov in enumerate(overrides):
-        try:
-            (parsed,) = parser.parse_overrides([ov])
-        except HydraException:
-            raise DexrlError(f"malformed override '{ov}'", _override_fix(ov, overrides[i + 1:]),
-                             where="overrides", code="override-syntax") from None
-        if not parsed.key_or_group:
-            raise DexrlError(f"override '{ov}' has no key", "write key=value", where="overrides",
-                             code="override-no-key")
-        if parsed.is_sweep_override():
-            raise DexrlError(
-                f"override '{ov}' is a sweep; dexrl runs one experiment at a time",
-                "pass a single value (quote a list: key='[a,b]')",
-                where="overrides",
-                code="override-sweep",
-            )
-
-
-def _override_fix(bad: str, rest: list[str]) -> str:
-    """The fix for an override Hydra cannot parse, guessing the usual slips."""
-    key, eq, value = bad.partition("=")
-    if eq and value.startswith("="):
-        return f"use a single '=': `{key}={value.lstrip('=')}`"
-    value = rest[1:2] if rest[:1] == ["="] else [v for v in rest[:1] if "=" not in v]
-    if not eq and value:
-        return f"write the key and value as one word: `{bad}={value[0]}` (no spaces around '=')"
-    if not eq:
-        return f"write `{bad}=VALUE` (key=value, no spaces around '='; ~{bad} deletes a key)"
-    return ("overrides are key=value, e.g. `runner.max_steps=10` (+key=value adds a key; quote "
-            "values with spaces or brackets)")
-
-
 def compose(name: str, overrides: list[str] | None = None) -> DictConfig:
     """Compose a shipped top-level config with Hydra overrides.
 
@@ -137,7 +101,7 @@ def compose(name: str, overrides: list[str] | None = None) -> DictConfig:
     from omegaconf.errors import OmegaConfBaseException
 
     overrides = list(overrides or [])
-    check_override_syntax(overrides)
+    parse_overrides(overrides, TRAINING)  # names a malformed item before Hydra sees them all
     source, base = plugin_configs().get(name, (name, []))
     try:
         with warnings.catch_warnings():
@@ -150,7 +114,7 @@ def compose(name: str, overrides: list[str] | None = None) -> DictConfig:
     except Exception as exc:  # YAML scanner errors and friends surface here
         if type(exc).__module__.startswith("yaml"):
             raise DexrlError(
-                f"unreadable YAML in config '{name}': {_one_line(exc)}",
+                f"unreadable YAML in config '{name}': {one_line(exc, typed=False)}",
                 "fix the YAML syntax in that file",
                 code="config-yaml-unreadable",
             ) from None
@@ -166,36 +130,24 @@ def to_yaml(cfg: DictConfig, resolve: bool = True) -> str:
     return OmegaConf.to_yaml(cfg, resolve=resolve)
 
 
-def _one_line(exc: BaseException) -> str:
-    return " ".join(str(exc).split())
-
-
 def config_keys(name: str) -> list[str]:
     """Every dotted leaf key of a shipped config (no overrides), for did-you-mean hints."""
     return list(flatten(OmegaConf.to_container(compose(name), resolve=False)))
 
 
 def _hydra_error(exc: BaseException, name: str, overrides: list[str]) -> DexrlError:
-    text = _one_line(exc)
+    text = one_line(exc, typed=False)
     key = re.search(r"Could not override '([^']+)'", text) or re.search(
         r"Key '([^']+)' is not in struct", text
     )
     if key:
         suggestion = did_you_mean(key.group(1), config_keys(name)) if overrides else ""
-        return DexrlError(
-            f"unknown config key '{key.group(1)}' in overrides.{suggestion}",
-            "check the spelling (`dexrl validate ... --print` shows every key), "
-            "or prefix the override with + to add a new key",
-            where="overrides",
-            code="override-unknown-key",
-        )
+        return unknown_key_error(key.group(1), TRAINING, suggestion)
     if "Could not find" in text or "MissingConfig" in type(exc).__name__:
         return DexrlError(f"missing config file while composing '{name}': {text}",
                           "reinstall dexrl or fix the defaults list", code="config-file-missing")
     if "OverrideParse" in type(exc).__name__ or "parse" in text.lower():
-        return DexrlError(f"malformed override: {text}",
-                          "overrides are key=value, quote values with spaces",
-                          code="override-syntax")
+        return malformed_error(text)
     return DexrlError(f"could not compose config '{name}': {text}",
                       "check the overrides and the config files", code="config-compose-failed")
 

@@ -473,7 +473,7 @@ def check_value(spec: Key, key: str, value: Any) -> Finding | None:
     """One key's value against its schema entry: an error, a warning, or None."""
     if not any(_is(t, value) for t in spec.type.split("|")):
         return Finding("error", key, f"got {_show(value)}, expected {spec.expected()}",
-                       _fix(spec, key, value))
+                       _fix(spec, key, value), code="config-value-wrong-type")
     if value is None:
         return None
     for item in (value if isinstance(value, list) else [value]) if spec.choices else []:
@@ -485,13 +485,15 @@ def check_value(spec: Key, key: str, value: Any) -> Finding | None:
             hint = f"`dexrl validate --explain {key}` says what each value does"
             if close:
                 hint = f"did you mean {close[0] if listed else f'{key}={close[0]}'}?"
-            return Finding("error", key, f"got {got}, expected {spec.expected()}", hint)
+            return Finding("error", key, f"got {got}, expected {spec.expected()}", hint,
+                           code="config-value-not-a-choice")
     number = value if isinstance(value, (int, float)) and not isinstance(value, bool) else None
     if spec.range and number is not None and number not in Interval.parse(spec.range):
         return Finding("error", key, f"got {_show(value)}, expected {spec.expected()}",
-                       _fix(spec, key, value))
+                       _fix(spec, key, value), code="config-value-out-of-range")
     if spec.warn and number is not None and number in Interval.parse(spec.warn[0]):
-        return Finding("warning", key, f"{_show(value)} {spec.warn[1]}", spec.warn[2])
+        return Finding("warning", key, f"{_show(value)} {spec.warn[1]}", spec.warn[2],
+                       code="config-value-surprising")
     return None
 
 
@@ -525,7 +527,8 @@ def check_values(cfg: Any) -> list[Finding]:
             except OmegaConfBaseException as exc:
                 findings.append(Finding("error", key, f"{value} does not resolve: "
                                         f"{str(exc).splitlines()[0]}",
-                                        f"fix the interpolation, or set {key} to a value"))
+                                        f"fix the interpolation, or set {key} to a value",
+                                        code="config-does-not-resolve"))
             continue
         spec = spec_for(key)
         found = spec and check_value(spec, key, value)

@@ -38,11 +38,27 @@ def compose_and_check(
     (:func:`dexrl.runs.owned_keys.owned_override_findings`; they are
     left out of the composition), then :func:`dexrl.config.checks.run_config_checks`.
     """
-    from dexrl.config.checks import Facts, run_config_checks
+    return check_composed(compose_request(suite, model, config_name, overrides), suite,
+                          gpus_per_node, cpu_only)
+
+
+def compose_request(suite: str | None, model: str | None, config_name: str | None,
+                    overrides: list[str]) -> Validated:
+    """:func:`compose_and_check`'s first half: the composed config, its findings only those of
+    overrides of the fields dexrl sets. ``train`` completes the config (its run folder) before
+    :func:`check_composed` checks it."""
     from dexrl.runs.owned_keys import owned_override_findings, without_owned
 
     name = resolve_config_name(suite, model, config_name)
     owned = owned_override_findings(overrides)
-    cfg = compose(name, without_owned(overrides))
+    return Validated(name, compose(name, without_owned(overrides)), owned)
+
+
+def check_composed(composed: Validated, suite: str | None, gpus_per_node: int = 8,
+                   cpu_only: bool = False) -> Validated:
+    """:func:`compose_and_check`'s second half: every config check on a composed config."""
+    from dexrl.config.checks import Facts, run_config_checks
+
+    cfg = composed.cfg
     facts = Facts(suite=suite_of(cfg, suite), gpus_per_node=gpus_per_node, cpu_only=cpu_only)
-    return Validated(name, cfg, owned + run_config_checks(cfg, facts))
+    return Validated(composed.name, cfg, composed.findings + run_config_checks(cfg, facts))

@@ -140,7 +140,7 @@ def probe_nodes(timeout: float) -> list[NodeFacts]:
         try:
             facts.append(NodeFacts(**base, **ray.get(ref)))
         except Exception as exc:  # the worker died or could not start
-            facts.append(NodeFacts(**base, error=" ".join(str(exc).split())[:200]))
+            facts.append(NodeFacts(**base, error=one_line(exc, typed=False)[:200]))
     return sorted(facts, key=_rank_order)
 
 

@@ -20,6 +20,7 @@ from omegaconf import DictConfig, OmegaConf
 from dexrl.config.checks import parse_placement
 from dexrl.doctor import GIB, CheckResult, fail, guarded, ok, skip, warn
 from dexrl.doctor.context import NO_CONFIG_FIX, Context
+from dexrl.errors import one_line
 from dexrl.subproc import ProbeError, run_probe
 
 SMOKE_HINT = "on this machine, `dexrl train --suite S --model M --smoke` runs the CPU smoke test"
@@ -83,7 +84,7 @@ def torch_cuda_facts() -> dict[str, Any]:
             gpus.append({"index": i, "name": torch.cuda.get_device_name(i),
                          "free_bytes": int(free), "total_bytes": int(total)})
     return {"torch": torch.__version__, "torch_cuda": torch.version.cuda, "available": available,
-            "gpus": gpus, "warnings": [" ".join(str(w.message).split()) for w in caught
+            "gpus": gpus, "warnings": [one_line(w.message, typed=False) for w in caught
                                        if "cuda" in str(w.message).lower()]}
 
 

@@ -17,6 +17,7 @@ import yaml
 
 from dexrl.doctor import CheckResult, fail, guarded, ok, skip
 from dexrl.doctor.context import Context
+from dexrl.errors import one_line
 from dexrl.hub.libero_assets import is_asset_tree, libero_assets_dir, libero_config_dir
 from dexrl.subproc import ProbeError, run_probe
 
@@ -93,7 +94,7 @@ def read_config() -> LiberoConfig:
     try:
         data = yaml.safe_load(file.read_text())
     except (OSError, yaml.YAMLError) as exc:
-        return LiberoConfig(str(file), None, " ".join(str(exc).split()), package)
+        return LiberoConfig(str(file), None, one_line(exc, typed=False), package)
     if not isinstance(data, dict):
         return LiberoConfig(str(file), None, "not a mapping", package)
     return LiberoConfig(str(file), {str(k): str(v) for k, v in data.items()}, None, package)

@@ -18,6 +18,7 @@ from typing import Any
 from dexrl.errors import DexrlError
 from dexrl.evaluation.episode_loop import EpisodeResult
 from dexrl.evaluation.stats import mcnemar_exact, wilson_interval
+from dexrl.runs.layout import EVALS
 
 SCHEMA = "dexrl-eval-results"
 SCHEMA_VERSION = 1
@@ -184,6 +185,23 @@ def load_results(path: Path) -> dict[str, Any]:
         raise DexrlError(f"results file lacks {', '.join(missing)}", "pass an intact results.json",
                          where=str(path), code="results-incomplete")
     return data
+
+
+def find_results(run_dir: Path | None, step: int | None) -> Path | None:
+    """The newest results.json under ``RUN_DIR/eval`` that evaluated global step ``step`` of
+    ``run_dir`` (the model card ``dexrl export`` writes carries its table)."""
+    if run_dir is None or not (run_dir / EVALS).is_dir():
+        return None
+    found = []
+    for path in (run_dir / EVALS).rglob(RESULTS_FILE):
+        try:
+            data = json.loads(path.read_text(encoding="utf-8"))
+        except (OSError, ValueError):
+            continue
+        ckpt = data.get("checkpoint", {}) if isinstance(data, dict) else {}
+        if ckpt.get("step") == step and ckpt.get("run_dir") == str(run_dir):
+            found.append((str(data.get("created", "")), path))
+    return max(found)[1] if found else None
 
 
 def check_same_suite(suite: str, other: Mapping[str, Any], other_path: str) -> None:

@@ -9,24 +9,26 @@ from __future__ import annotations
 
 import dataclasses
 import time
-from collections.abc import Callable, Sequence
+from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 from omegaconf import DictConfig
 
+from dexrl.checkpoints.loading import load_eval_policy
+from dexrl.checkpoints.sources import CheckpointSource, locate_checkpoint, resolve_checkpoint
 from dexrl.evaluation import results as res
 from dexrl.evaluation.episode_loop import EpisodeResult, LoopSettings, Timings, run_episodes
 from dexrl.evaluation.episodes import parse_tasks, plan_episodes
 from dexrl.evaluation.reference import references_for
+from dexrl.evaluation.request import EvalRequest
 from dexrl.evaluation.settings import (
     EvalSettings,
     env_config,
     resolve_settings,
     user_env_config,
 )
-from dexrl.evaluation.sources import CheckpointSource, load_eval_policy, resolve_checkpoint
 from dexrl.evaluation.videos import VideoRecorder, write_gallery
 from dexrl.reach.rules import blind_bound
 from dexrl.reach.rules import languages as task_languages
@@ -62,18 +64,14 @@ class Prepared:
     other: tuple[str, dict[str, Any]] | None
 
 
-def prepare(*, ckpt: str | Path, suite: str, tasks: str | None, episodes_per_task: int,
-            num_envs: int | None, seed: int, num_steps: int | None, action_chunk: int | None,
-            max_episode_steps: int | None, video: str, out: str | Path | None, overwrite: bool,
-            compare: str | Path | None, base: str | Path | None, device: str,
-            dtype: str | None, env_overrides: Sequence[str],
-            allow_suite_mismatch: bool = False) -> Prepared:
+def prepare(request: EvalRequest) -> Prepared:
     """Resolve and check every input; raises DexrlError on the first problem, writes nothing."""
     from dexrl.catalog import get_suite
 
-    suite_name = get_suite(suite).name
-    source = resolve_checkpoint(ckpt, base)
-    libero = get_suite(suite).libero
+    ckpt = locate_checkpoint(request.ckpt)  # a missing --ckpt is the first error, then the suite
+    suite_name = get_suite(request.suite).name
+    source = resolve_checkpoint(ckpt, request.base)
+    libero = get_suite(request.suite).libero
     if libero:
         from dexrl.bridge.envs.libero import check_assets, suite_info
 
@@ -81,24 +79,21 @@ def prepare(*, ckpt: str | Path, suite: str, tasks: str | None, episodes_per_tas
         info = suite_info(suite_name)
         languages, init_states = info.languages, info.init_states
     else:  # a dexrl task: the goals come from its env config, each trial draws its own start
-        task_cfg = user_env_config(suite_name, source, env_overrides)
+        task_cfg = user_env_config(suite_name, source, request.env_overrides)
         check_task(task_cfg, suite_name)
         languages = task_languages(suite_name, task_cfg)
-        init_states = dict.fromkeys(languages, max(episodes_per_task, 1))
-    task_ids = parse_tasks(tasks, len(languages))
-    episodes = plan_episodes(task_ids, episodes_per_task, init_states, seed)
-    settings = resolve_settings(
-        source, suite=suite_name, tasks=task_ids, episodes_per_task=episodes_per_task,
-        num_envs=num_envs, seed=seed, num_steps=num_steps, action_chunk=action_chunk,
-        max_episode_steps=max_episode_steps, video=video, device=device, dtype=dtype,
-        env_overrides=env_overrides, allow_suite_mismatch=allow_suite_mismatch)
+        init_states = dict.fromkeys(languages, max(request.episodes_per_task, 1))
+    task_ids = parse_tasks(request.tasks, len(languages))
+    episodes = plan_episodes(task_ids, request.episodes_per_task, init_states, request.seed)
+    settings = resolve_settings(source, request, task_ids)
     env_cfg = env_config(settings, source)
-    out_dir = Path(out).expanduser() if out else default_out(source, suite_name)
-    stale = res.check_out_dir(out_dir, overwrite)
+    out_dir = (Path(request.out).expanduser() if request.out
+               else default_out(source, suite_name))
+    stale = res.check_out_dir(out_dir, request.overwrite)
     other = None
-    if compare:
-        other = (str(compare), res.load_results(Path(compare)))
-        res.check_same_suite(suite_name, other[1], str(compare))
+    if request.compare:
+        other = (str(request.compare), res.load_results(Path(request.compare)))
+        res.check_same_suite(suite_name, other[1], str(request.compare))
     return Prepared(source, settings, languages, init_states, episodes, out_dir, stale, env_cfg,
                     other)
 

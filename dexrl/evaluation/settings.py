@@ -15,8 +15,10 @@ from typing import Any
 from omegaconf import DictConfig, OmegaConf
 
 from dexrl.catalog import get_suite
+from dexrl.checkpoints.policy import model_defaults
+from dexrl.checkpoints.sources import CheckpointSource
 from dexrl.errors import DexrlError
-from dexrl.evaluation.sources import CheckpointSource, model_defaults
+from dexrl.evaluation.request import EvalRequest
 from dexrl.evaluation.videos import check_mode
 
 # Env keys the eval sets itself (through flags or by design); overriding them would break pairing.
@@ -52,31 +54,22 @@ class EvalSettings:
         return dict(self.__dict__)
 
 
-def resolve_settings(
-    source: CheckpointSource,
-    *,
-    suite: str,
-    tasks: list[int],
-    episodes_per_task: int,
-    num_envs: int | None,
-    seed: int,
-    num_steps: int | None,
-    action_chunk: int | None,
-    max_episode_steps: int | None,
-    video: str,
-    device: str,
-    dtype: str | None,
-    env_overrides: Sequence[str],
-    allow_suite_mismatch: bool = False,
-) -> EvalSettings:
+def resolve_settings(source: CheckpointSource, request: EvalRequest,
+                     tasks: list[int]) -> EvalSettings:
     """Fill defaults, check every value, and note where each came from.
+
+    Args:
+        source: The resolved checkpoint.
+        request: The options as given.
+        tasks: The task ids (``request.tasks`` read against the suite's tasks).
 
     Raises:
         DexrlError: checkpoint/suite mismatch, out-of-range values, unknown device.
     """
-    suite = get_suite(suite).name
+    suite = get_suite(request.suite).name
     trained = source.training
-    if (trained and trained.suite and trained.suite != suite and not allow_suite_mismatch):
+    if (trained and trained.suite and trained.suite != suite
+            and not request.allow_suite_mismatch):
         raise DexrlError(f"the checkpoint was trained on {trained.suite}, not {suite}",
                          f"evaluate with --suite {trained.suite}, or add --allow-suite-mismatch "
                          "to evaluate it on another suite on purpose", where="--suite",
@@ -96,18 +89,18 @@ def resolve_settings(
         return default
 
     chunk_size = _chunk_size(source)
-    chunk = pick("action_chunk", action_chunk, trained and trained.num_action_chunks,
-                 defaults_chunk)
-    if action_chunk is None and chunk > chunk_size:  # a default never exceeds the model's chunk
+    chunk = pick("action_chunk", request.action_chunk,
+                 trained and trained.num_action_chunks, defaults_chunk)
+    if request.action_chunk is None and chunk > chunk_size:  # a default never exceeds the chunk
         chunk = chunk_size
         sources["action_chunk"] += f", capped at the checkpoint's chunk_size {chunk_size}"
-    steps = pick("num_steps", num_steps, trained and trained.num_steps, defaults_steps)
-    horizon = max_episode_steps
+    steps = pick("num_steps", request.num_steps, trained and trained.num_steps, defaults_steps)
+    horizon = request.max_episode_steps
     sources["max_episode_steps"] = "command line" if horizon else f"suite horizon of {suite}"
     horizon = horizon or get_suite(suite).horizon
-    total = len(tasks) * episodes_per_task
-    envs = min(num_envs or _default_num_envs(), total)
-    sources["num_envs"] = "command line" if num_envs else "min(CPU cores, episodes)"
+    total = len(tasks) * request.episodes_per_task
+    envs = min(request.num_envs or _default_num_envs(), total)
+    sources["num_envs"] = "command line" if request.num_envs else "min(CPU cores, episodes)"
     for name, value, low, high in (("--action-chunk", chunk, 1, chunk_size),
                                    ("--num-steps", steps, 1, None),
                                    ("--max-episode-steps", horizon, 1, None),
@@ -116,11 +109,12 @@ def resolve_settings(
             bound = f"{low}..{high}" if high is not None else f"at least {low}"
             raise DexrlError(f"{name} is {value}", f"use {bound}", where=name,
                              code="eval-value-out-of-range")
-    sources["device"] = "command line" if device != "auto" else "auto (CUDA if visible)"
-    sources["dtype"] = "command line" if dtype else "the checkpoint's weights"
-    return EvalSettings(suite, list(tasks), episodes_per_task, envs, seed, steps, chunk, horizon,
-                        check_mode(video), resolve_device(device), dtype, list(env_overrides),
-                        sources)
+    sources["device"] = ("command line" if request.device != "auto"
+                         else "auto (CUDA if visible)")
+    sources["dtype"] = "command line" if request.dtype else "the checkpoint's weights"
+    return EvalSettings(suite, list(tasks), request.episodes_per_task, envs, request.seed, steps,
+                        chunk, horizon, check_mode(request.video), resolve_device(request.device),
+                        request.dtype, list(request.env_overrides), sources)
 
 
 def _default_num_envs() -> int:
@@ -162,6 +156,7 @@ def user_env_config(suite: str, source: CheckpointSource, overrides: Sequence[st
         DexrlError: an override of an unknown key, of a key a flag controls, or unparsable.
     """
     from dexrl.config.compose import conf_dir
+    from dexrl.config.overrides import ENV, apply_overrides, parse_overrides
 
     cfg = OmegaConf.load(conf_dir() / "env" / f"{suite}.yaml")
     trained = source.training
@@ -171,25 +166,14 @@ def user_env_config(suite: str, source: CheckpointSource, overrides: Sequence[st
         cfg[suite] = OmegaConf.merge(cfg[suite], trained.task)
     cfg.video_cfg.video_base_dir = ""  # dexrl records its own videos; RLinf's recorder is unused
     OmegaConf.set_struct(cfg, True)
-    for item in overrides:
-        key, sep, _ = item.partition("=")
-        key = key.strip()
-        if not sep or not key:
-            raise DexrlError("an env override must be key=value", "e.g. "
-                             "init_params.camera_heights=224", where=item,
-                             code="eval-env-override-syntax")
-        if key.split(".")[0] in FLAG_KEYS:
-            flag = FLAG_KEYS[key.split(".")[0]]
-            raise DexrlError(f"'{key}' is set by dexrl eval itself",
+    for item in overrides:  # one at a time: the first bad item is the one reported
+        (override,) = parse_overrides([item], ENV)
+        if override.key.split(".")[0] in FLAG_KEYS:
+            flag = FLAG_KEYS[override.key.split(".")[0]]
+            raise DexrlError(f"'{override.key}' is set by dexrl eval itself",
                              f"use {flag}" if flag else "leave it out: the eval protocol fixes it",
                              where=item, code="eval-env-override-owned")
-        try:
-            cfg.merge_with_dotlist([item])
-        except Exception as exc:  # omegaconf's errors for unknown keys and bad values
-            raise DexrlError(f"bad env override: {' '.join(str(exc).split()[:12])}",
-                             "use key=value with a key of the LIBERO env config (e.g. "
-                             "init_params.camera_heights=224)", where=item,
-                             code="eval-env-override-invalid") from None
+        apply_overrides(cfg, [override], ENV)
     OmegaConf.set_struct(cfg, False)
     return cfg
 

@@ -1,4 +1,8 @@
-"""Success-rate statistics: Wilson score intervals and the exact McNemar test (pure Python)."""
+"""Success-rate statistics: Wilson score intervals and the exact McNemar test (scipy's binomtest).
+
+scipy is imported inside the functions: it takes about a second, and the commands that import
+this module for a constant (``dexrl export``) should not pay it.
+"""
 
 from __future__ import annotations
 
@@ -19,13 +23,14 @@ def wilson_interval(successes: int, trials: int, z: float = Z_95) -> tuple[float
     """
     if trials < 1 or not 0 <= successes <= trials:
         raise ValueError(f"need 0 <= successes <= trials and trials >= 1, got {successes}/{trials}")
-    p = successes / trials
-    z2 = z * z
-    centre = (p + z2 / (2 * trials)) / (1 + z2 / trials)
-    half = z / (1 + z2 / trials) * math.sqrt(p * (1 - p) / trials + z2 / (4 * trials * trials))
+    from scipy.stats import binomtest
+
+    # scipy takes a confidence level and turns it back into z = ndtri((1 + level) / 2).
+    ci = binomtest(successes, trials).proportion_ci(confidence_level=math.erf(z / math.sqrt(2)),
+                                                    method="wilson")
     # At 0/n and n/n one bound is exactly 0 or 1; rounding must not move it.
-    low = 0.0 if successes == 0 else max(0.0, centre - half)
-    high = 1.0 if successes == trials else min(1.0, centre + half)
+    low = 0.0 if successes == 0 else max(0.0, float(ci.low))
+    high = 1.0 if successes == trials else min(1.0, float(ci.high))
     return low, high
 
 
@@ -60,6 +65,7 @@ def mcnemar_exact(only_a: int, only_b: int) -> McNemar:
     n = only_a + only_b
     if n == 0:
         return McNemar(only_a, only_b, 1.0)
-    tail = sum(math.comb(n, k) for k in range(min(only_a, only_b) + 1))
-    # Integer arithmetic up to the final division: exact for any n LIBERO produces.
-    return McNemar(only_a, only_b, min(1.0, 2 * tail / 2**n))
+    from scipy.stats import binomtest
+
+    # Two-sided with p = 1/2: the null distribution is symmetric, so this is 2 * P[X <= min].
+    return McNemar(only_a, only_b, float(binomtest(min(only_a, only_b), n, 0.5).pvalue))

@@ -148,7 +148,7 @@ def _raise_unless_usable(repo_id: str, dest: Path, verification: Verification,
     found = [f for f in verification.findings if f.level == "error"]
     details = [f"{p} (does not match the hub's file list)" for p in file_problems]
     details += [f"{f.where}: {f.message}" for f in found]
-    no_config = any(f.where.endswith("config.json") and "no config.json" in f.message
+    no_config = any(f.code == "model-file-missing" and f.where.endswith("config.json")
                     for f in found)
     if hint is None:
         hint = _NOT_DEXBOTIC_HINT if no_config else (

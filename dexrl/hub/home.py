@@ -1,5 +1,5 @@
-"""Where dexrl keeps downloads (``$DEXRL_HOME``, default ``~/.cache/dexrl``) and how ``--ckpt``
-becomes a folder: a local path, or a repo id with a verified download."""
+"""Where dexrl keeps downloads (``$DEXRL_HOME``, default ``~/.cache/dexrl``) and where a repo id
+is stored locally (``--ckpt`` becomes a folder in :mod:`dexrl.checkpoints.sources`)."""
 
 from __future__ import annotations
 
@@ -7,7 +7,6 @@ import os
 from pathlib import Path
 
 from dexrl.errors import DexrlError
-from dexrl.hub.manifest import read_download_manifest
 
 
 def dexrl_home() -> Path:
@@ -34,20 +33,3 @@ def checkpoint_dir(repo_id: str) -> Path:
     """Default folder of a downloaded checkpoint: ``<dexrl_home>/checkpoints/<owner>/<name>``."""
     return dexrl_home() / "checkpoints" / Path(*check_repo_id(repo_id).split("/"))
 
-
-def resolve_ckpt(ckpt: str) -> Path:
-    """A checkpoint path, or a hub repo id with a verified ``dexrl download``."""
-    path = Path(ckpt).expanduser()
-    if path.exists():
-        return path.resolve()
-    if ckpt.count("/") == 1 and not ckpt.startswith((".", "/", "~")):
-        local = checkpoint_dir(ckpt)
-        manifest = read_download_manifest(local) if local.is_dir() else None
-        if manifest is not None and manifest.verified:
-            return local
-        raise DexrlError(f"checkpoint '{ckpt}' has no verified download in {local}",
-                         f"run `dexrl download {ckpt}` first, or pass a local path",
-                         where="--ckpt", code="hub-not-downloaded")
-    raise DexrlError(f"checkpoint path does not exist: {ckpt}",
-                     "pass a checkpoint directory or a repo id fetched by `dexrl download`",
-                     where="--ckpt", code="checkpoint-not-found")

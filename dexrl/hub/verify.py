@@ -26,15 +26,16 @@ def read_config_json(path: Path) -> tuple[dict | None, Finding | None]:
         return None, Finding(
             "error", str(cfg_file), "no config.json: this is not a Dexbotic checkpoint directory",
             "point at the folder that holds config.json (e.g. one made by `dexrl download`)",
+            code="model-file-missing",
         )
     try:
         data = json.loads(cfg_file.read_text())
     except (OSError, UnicodeDecodeError, json.JSONDecodeError) as exc:
         return None, Finding("error", str(cfg_file), f"unreadable JSON ({exc})",
-                             "re-download the checkpoint")
+                             "re-download the checkpoint", code="model-json-unreadable")
     if not isinstance(data, dict):
         return None, Finding("error", str(cfg_file), "config.json is not a JSON object",
-                             "re-download the checkpoint")
+                             "re-download the checkpoint", code="model-json-not-object")
     return data, None
 
 
@@ -43,10 +44,12 @@ def check_checkpoint_dir(path: Path, expected_model_type: str | None = None) -> 
     path = Path(path)
     if path.exists() and not path.is_dir():
         return [Finding("error", str(path), "is a file, not a checkpoint directory",
-                        "pass the folder that holds config.json and the *.safetensors weights")]
+                        "pass the folder that holds config.json and the *.safetensors weights",
+                        code="checkpoint-not-a-folder")]
     if not path.is_dir():
         return [Finding("error", str(path), "checkpoint directory does not exist",
-                        "run `dexrl download <repo>` or pass the right path")]
+                        "run `dexrl download <repo>` or pass the right path",
+                        code="checkpoint-not-found")]
     cfg, finding = read_config_json(path)
     if finding:
         return [finding]
@@ -57,7 +60,8 @@ def check_checkpoint_dir(path: Path, expected_model_type: str | None = None) -> 
     policy = policy_for(model_type) if isinstance(model_type, str) else None
     if policy is None:
         findings.append(Finding("error", where, f"unsupported model_type '{model_type}'",
-                                f"dexrl loads {', '.join(model_types())} checkpoints"))
+                                f"dexrl loads {', '.join(model_types())} checkpoints",
+                                code="model-type-unsupported"))
         return findings
     spec = policy.model
     if expected_model_type and model_type != expected_model_type:
@@ -65,6 +69,7 @@ def check_checkpoint_dir(path: Path, expected_model_type: str | None = None) -> 
             "error", where,
             f"checkpoint is '{model_type}' but the config trains '{expected_model_type}'",
             "choose the matching --model, or point model_path at a matching checkpoint",
+            code="model-type-mismatch",
         ))
     try:
         weight_files(path)
@@ -73,15 +78,18 @@ def check_checkpoint_dir(path: Path, expected_model_type: str | None = None) -> 
     for choices in spec.tokenizer_files:
         if not any((path / c).is_file() for c in choices):
             findings.append(Finding("error", str(path / choices[0]), "tokenizer file missing",
-                                    "copy the tokenizer files into the checkpoint directory"))
+                                    "copy the tokenizer files into the checkpoint directory",
+                                    code="tokenizer-missing"))
     if spec.preprocessor and not (path / "preprocessor_config.json").is_file():
         findings.append(Finding("error", str(path / "preprocessor_config.json"),
                                 "image processor config missing",
-                                "copy preprocessor_config.json into the checkpoint directory"))
+                                "copy preprocessor_config.json into the checkpoint directory",
+                                code="model-preprocessor-missing"))
     if spec.norm_stats and not (path / "norm_stats.json").is_file():
         findings.append(Finding("error", str(path / "norm_stats.json"),
                                 "normalization statistics missing",
-                                "copy norm_stats.json from the training run into the checkpoint"))
+                                "copy norm_stats.json from the training run into the checkpoint",
+                                code="norm-stats-missing"))
     return findings
 
 

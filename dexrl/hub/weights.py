@@ -121,13 +121,15 @@ def read_weights(files: list[Path], index: Path | None = None) -> tuple[WeightSt
         try:
             tensors = read_header(path)
         except (HeaderError, OSError) as exc:
-            findings.append(Finding("error", str(path), f"unreadable weights: {exc}", _REDOWNLOAD))
+            findings.append(Finding("error", str(path), f"unreadable weights: {exc}", _REDOWNLOAD,
+                                    code="model-weights-unreadable"))
             continue
         stats.files += 1
         for name, info in tensors.items():
             if name in stats.tensors:
                 findings.append(Finding("error", str(path), f"tensor {name!r} is also in "
-                                        f"{stats.tensors[name].file}", _REDOWNLOAD))
+                                        f"{stats.tensors[name].file}", _REDOWNLOAD,
+                                        code="model-weights-overlap"))
             stats.tensors[name] = info
             stats.dtype_elements[info.dtype] += info.numel
     if index is not None and index.is_file() and not findings:
@@ -145,10 +147,12 @@ def _index_findings(index: Path, tensors: dict[str, TensorInfo]) -> list[Finding
     found = []
     if wrong:
         found.append(Finding("error", str(index), f"{len(wrong)} tensor(s) not in the shard the "
-                             f"index names: {_preview(wrong)}", _REDOWNLOAD))
+                             f"index names: {_preview(wrong)}", _REDOWNLOAD,
+                             code="model-weights-index-wrong-shard"))
     if unlisted:
         found.append(Finding("error", str(index), f"{len(unlisted)} tensor(s) missing from the "
-                             f"index: {_preview(unlisted)}", _REDOWNLOAD))
+                             f"index: {_preview(unlisted)}", _REDOWNLOAD,
+                             code="model-weights-index-incomplete"))
     return found
 
 

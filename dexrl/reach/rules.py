@@ -108,35 +108,40 @@ def check_section(section: Any, image_size: tuple[int, int], where: str) -> list
     Checks the target count, one known colour per target, the ``{color}`` slot, the image size,
     and the geometry the blind bound needs: disjoint success balls, none reaching the start box.
     """
-    def error(key: str, message: str, hint: str) -> Finding:
-        return Finding("error", f"{where}.{key}", message, hint)
+    def error(key: str, message: str, hint: str, *, code: str) -> Finding:
+        return Finding("error", f"{where}.{key}", message, hint, code=code)
 
     targets, colors = section.get("targets"), section.get("colors")
     if not _is_points(targets):
         return [error("targets", f"{targets!r} is not a list of (x, y, z) points",
-                      "write targets: [[x, y, z], ...]")]
+                      "write targets: [[x, y, z], ...]", code="reach-targets-not-points")]
     if len(targets) < MIN_TARGETS:
         return [error("targets", f"{len(targets)} target(s): a cue needs at least "
-                      f"{MIN_TARGETS} places to choose from", "list 2 or more targets")]
+                      f"{MIN_TARGETS} places to choose from", "list 2 or more targets",
+                      code="reach-too-few-targets")]
     findings = []
     if not isinstance(colors, Sequence) or isinstance(colors, str) or len(colors) != len(targets):
         count = len(colors) if isinstance(colors, Sequence) and not isinstance(colors, str) else 1
         findings.append(error("colors", f"{count} colour(s) for {len(targets)} targets",
-                              f"give one colour per target, from: {', '.join(PALETTE)}"))
+                              f"give one colour per target, from: {', '.join(PALETTE)}",
+                              code="reach-colors-count"))
     else:
         unknown = [c for c in colors if c not in PALETTE]
         if unknown or len(set(colors)) != len(colors):
             findings.append(error("colors", f"{list(colors)} has unknown or repeated colours",
-                                  f"use distinct colours from: {', '.join(PALETTE)}"))
+                                  f"use distinct colours from: {', '.join(PALETTE)}",
+                                  code="reach-colors-invalid"))
     if "{color}" not in str(section.get("instruction", "")):
         findings.append(error("instruction", "the template does not name the target",
-                              "put {color} in it, e.g. 'reach the {color} target'"))
+                              "put {color} in it, e.g. 'reach the {color} target'",
+                              code="reach-instruction-no-color"))
     if min(image_size) < MIN_IMAGE_SIDE:
         findings.append(Finding(
             "error", ".".join(filter(None, (where.rpartition(".")[0], "init_params"))),
             f"{image_size[0]}x{image_size[1]}"
             " pixel images are too small to draw the cue",
-            f"set init_params.camera_heights and camera_widths to {MIN_IMAGE_SIDE} or more"))
+            f"set init_params.camera_heights and camera_widths to {MIN_IMAGE_SIDE} or more",
+            code="reach-images-too-small"))
     radius, low, high = (section.get(k) for k in ("success_radius", "start_low", "start_high"))
     if isinstance(radius, (int, float)) and radius > 0 and _is_points([low, high]):
         findings += _check_geometry(targets, float(radius), low, high, error)
@@ -159,11 +164,13 @@ def _check_geometry(targets: Sequence[Sequence[float]], radius: float, low: Sequ
                 findings.append(error("success_radius", f"targets {i} and {j} are {gap:.3f} "
                                       f"apart, so their success balls (radius {radius}) overlap "
                                       "and a policy blind to the cue could beat 1/K",
-                                      f"use a radius below {gap / 2:.3f} or move the targets"))
+                                      f"use a radius below {gap / 2:.3f} or move the targets",
+                                      code="reach-success-balls-overlap"))
     for i, t in enumerate(targets):
         nearest = [min(max(v, lo), hi) for v, lo, hi in zip(t, low, high, strict=True)]
         if math.dist(t, nearest) < radius:
             findings.append(error("success_radius", f"target {i}'s success ball reaches the "
                                   "start box, so an episode could start inside it",
-                                  "move the target or shrink the start box or the radius"))
+                                  "move the target or shrink the start box or the radius",
+                                  code="reach-success-ball-at-start"))
     return findings

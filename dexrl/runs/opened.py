@@ -11,7 +11,7 @@ from typing import Any
 
 from omegaconf import DictConfig, OmegaConf
 
-from dexrl.errors import DexrlError
+from dexrl.errors import DexrlError, one_line
 from dexrl.runs.layout import CHECKPOINTS, CONFIG_FILE, checkpoint_step
 from dexrl.runs.record import read_manifest
 
@@ -29,7 +29,7 @@ def load_run_config(run_dir: Path) -> DictConfig:
     try:
         cfg = OmegaConf.load(path)
     except Exception as exc:
-        raise DexrlError(f"unreadable config.yaml ({' '.join(str(exc).split())})",
+        raise DexrlError(f"unreadable config.yaml ({one_line(exc, typed=False)})",
                          "restore the file from a backup", where=str(path),
                          code="run-config-unreadable") from None
     if not isinstance(cfg, DictConfig):

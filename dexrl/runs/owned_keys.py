@@ -32,7 +32,7 @@ def owned_override_findings(overrides: list[str], fix: str = "") -> list[Finding
     """An error per user override of a field dexrl owns (:data:`OWNED_KEYS`), with the reason.
 
     The one check behind ``train`` and ``validate``
-    (:func:`dexrl.config.checked.compose_and_check`) and
+    (:func:`dexrl.config.validate.compose_and_check`) and
     ``resume``.
     """
     found = []
@@ -40,7 +40,8 @@ def owned_override_findings(overrides: list[str], fix: str = "") -> list[Finding
         key = _override_key(item)
         if key in OWNED_KEYS:
             found.append(Finding("error", "overrides", f"{key} is set by dexrl: {OWNED_KEYS[key]}",
-                                 f"drop the override {item!r}" + (f"; {fix}" if fix else "")))
+                                 f"drop the override {item!r}" + (f"; {fix}" if fix else ""),
+                                 code="override-owned-key"))
     return found
 
 
@@ -88,5 +89,5 @@ def check_run_folder(cfg: DictConfig, run_dir: Path, resume_from: Path | None) -
     """Raise RuntimeError when ``cfg`` was not prepared by :func:`set_run_folder` for this run."""
     for key, value in run_folder_settings(run_dir, resume_from).items():
         if OmegaConf.select(cfg, key) != value:
-            raise RuntimeError(f"{key} is not {value!r}: call dexrl.runs.settings.set_run_folder() "
-                               "before launch()")
+            raise RuntimeError(f"{key} is not {value!r}: call "
+                               "dexrl.runs.owned_keys.set_run_folder() before launch()")

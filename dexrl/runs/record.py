@@ -15,7 +15,7 @@ from typing import Any
 
 from omegaconf import DictConfig, OmegaConf
 
-from dexrl.errors import DexrlError
+from dexrl.errors import DexrlError, one_line
 from dexrl.runs import durable
 from dexrl.runs.layout import CONFIG_FILE, MANIFEST_FILE, WANDB_ID_FILE
 from dexrl.versions import installed_versions
@@ -37,7 +37,7 @@ def resolved(cfg: DictConfig) -> DictConfig:
     try:
         return OmegaConf.create(OmegaConf.to_container(cfg, resolve=True))
     except Exception as exc:
-        raise DexrlError(f"config does not resolve: {' '.join(str(exc).split())}",
+        raise DexrlError(f"config does not resolve: {one_line(exc, typed=False)}",
                          "fix the interpolation or the override that feeds it",
                          code="config-does-not-resolve") from None
 

@@ -1,8 +1,11 @@
 """The training session, one for ``train`` and ``resume`` (``doctor``'s checkpoint check uses it).
 
-``train``: :func:`prepare` (writes nothing; ``--dry-run`` stops there), :func:`start` (writes the
-run folder), :func:`run` (launch through the bridge, print progress). ``resume``:
-:func:`prepare_resume`, :func:`start_resume`, then the same :func:`run`.
+``train``: :func:`prepare` (compose and check the config once; writes nothing; ``--dry-run``
+stops there), :func:`start` (writes the run folder), :func:`run` (one launch through the bridge,
+print progress). ``resume``: :func:`prepare_resume`, :func:`start_resume`, then the same
+:func:`run`. The commands hand their flags over as one :class:`TrainRequest` or
+:class:`ResumeRequest`; :func:`start` and :func:`start_resume` return the :class:`Ready` run that
+:func:`run` launches.
 """
 
 from __future__ import annotations
@@ -10,7 +13,7 @@ from __future__ import annotations
 import os
 import sys
 import tempfile
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING
 
@@ -25,6 +28,55 @@ if TYPE_CHECKING:
     from dexrl.runs.checkpoints import Checkpoint
     from dexrl.training.plan import Plan
 
+
+@dataclass(frozen=True)
+class LaunchOptions:
+    """How a run is launched: the flags ``train`` and ``resume`` share."""
+
+    ray_address: str | None = None  # --ray-address (or $RAY_ADDRESS)
+    verbose: bool = False  # --verbose
+    stall_timeout: float = 1800.0  # --stall-timeout, seconds
+
+
+@dataclass(frozen=True)
+class TrainRequest:
+    """What ``dexrl train`` asks for: its flags and overrides, built by the command."""
+
+    suite: str | None = None
+    model: str | None = None
+    config_name: str | None = None
+    ckpt: str | None = None
+    name: str | None = None
+    run_dir: Path | None = None
+    smoke: bool = False
+    dry_run: bool = False
+    gpus_per_node: int | None = None
+    overrides: tuple[str, ...] = ()
+    launch: LaunchOptions = field(default_factory=LaunchOptions)
+
+
+@dataclass(frozen=True)
+class ResumeRequest:
+    """What ``dexrl resume`` asks for: its flags and overrides, built by the command."""
+
+    run_dir: Path
+    step: int | None = None
+    allow_changes: bool = False
+    overrides: tuple[str, ...] = ()
+    launch: LaunchOptions = field(default_factory=LaunchOptions)
+
+
+@dataclass(frozen=True)
+class Ready:
+    """A written run folder ready to launch (:func:`start`, :func:`start_resume`): everything
+    :func:`run` hands the bridge, its steps computed once."""
+
+    cfg: DictConfig  # resolved, its run-folder fields set
+    run_dir: Path
+    smoke: bool
+    resume_from: Checkpoint | None  # the complete checkpoint it continues from (None: new run)
+    total: int  # the step it stops at
+    options: LaunchOptions
 
 
 def ckpt_overrides(path: Path) -> list[str]:
@@ -56,46 +108,36 @@ def gpu_count() -> int:
     return torch.cuda.device_count() if torch.cuda.is_available() else 0
 
 
-def write_smoke_checkpoint(run_dir: Path, model_type: str) -> Path | None:
-    """The policy's tiny random checkpoint in the run folder for ``--smoke``, if it needs one.
+def smoke_checkpoint_path(run_dir: Path, model_type: str) -> Path | None:
+    """Where ``--smoke`` writes the policy's tiny random checkpoint, if it needs one.
 
     The hook is the registry entry's ``smoke_checkpoint`` (``"module:function"``, called with the
     target path); a policy without one trains from its model config alone.
     """
-    hook = get_policy(model_type).smoke_checkpoint
-    if hook is None:
-        return None
-    target = run_dir / SMOKE_CHECKPOINT
-    load_reference(hook)(target)
+    return run_dir / SMOKE_CHECKPOINT if get_policy(model_type).smoke_checkpoint else None
+
+
+def write_smoke_checkpoint(run_dir: Path, model_type: str) -> Path | None:
+    """The policy's tiny random checkpoint in the run folder for ``--smoke``, if it needs one
+    (:func:`smoke_checkpoint_path`)."""
+    target = smoke_checkpoint_path(run_dir, model_type)
+    if target is not None:
+        load_reference(get_policy(model_type).smoke_checkpoint)(target)
     return target
 
 
-def run(cfg: DictConfig, run_dir: Path, *, smoke: bool, resume_from: Path | None,
-        ray_address: str | None, verbose: bool, stall_timeout: float) -> int:
-    """Register, launch and print progress; shared by ``train`` and ``resume``."""
+def run(ready: Ready) -> int:
+    """Launch through the bridge (one call: it registers the policies, records the run's state
+    and supervises RLinf) and print progress; shared by ``train`` and ``resume``."""
     from dexrl.bridge.launch import driver as bridge
-    from dexrl.runs.layout import checkpoint_step
-    from dexrl.runs.record import use_wandb_run_id
-    from dexrl.runs.state import begin
     from dexrl.training.progress import ProgressPrinter
 
-    bridge.prepare(cfg, smoke=smoke)
-    use_wandb_run_id(run_dir)
-    tracker = begin(run_dir, checkpoint_step(resume_from) or 0 if resume_from else 0)
-    printer = ProgressPrinter(run_dir=run_dir)
-
-    def show(event: bridge.Progress) -> None:
-        printer(event)
-        if event.kind == "step":
-            tracker.step_done(event.step)
-
-    status = "failed"
-    try:
-        code = bridge.launch(cfg, run_dir, resume_from=resume_from, ray_address=ray_address,
-                             verbose=verbose, stall_timeout_s=stall_timeout, on_progress=show)
-        status = "finished" if code == 0 else "interrupted"
-    finally:
-        tracker.end(status)
+    printer = ProgressPrinter(run_dir=ready.run_dir)
+    options = ready.options
+    code = bridge.launch(ready.cfg, ready.run_dir, total=ready.total,
+                         resume_from=ready.resume_from, smoke=ready.smoke,
+                         ray_address=options.ray_address, verbose=options.verbose,
+                         stall_timeout_s=options.stall_timeout, on_progress=printer)
     printer.curves()  # RLinf closed its TensorBoard writer: the last step is on disk now
     return code
 
@@ -104,67 +146,82 @@ def run(cfg: DictConfig, run_dir: Path, *, smoke: bool, resume_from: Path | None
 class NewRun:
     """A composed and checked new run that nothing has been written for yet (``prepare``)."""
 
-    result: Validated
-    findings: list[Finding]  # the composed config's findings (``--smoke``'s own path left out)
-    overrides: list[str]
+    request: TrainRequest
+    result: Validated  # the one composition and its checks, run-folder fields set
+    findings: list[Finding]  # the config's findings (``--smoke``'s own path left out)
     suite: str
     per_node: int
     gpus: int
     target: Path
     settings: dict[str, object]  # the run-folder fields dexrl sets
-    smoke: bool
-    request: tuple[str | None, str | None, str | None]  # --suite, --model, --config-name
+
+    @property
+    def smoke(self) -> bool:
+        return self.request.smoke
 
 
-def prepare(*, suite: str | None, model: str | None, config_name: str | None,
-            ckpt: str | None, name: str | None, run_dir: Path | None, smoke: bool,
-            dry_run: bool, gpus_per_node: int | None, overrides: list[str]) -> NewRun:
-    """Compose and check a new run's config and choose its folder; writes nothing."""
+def prepare(request: TrainRequest) -> NewRun:
+    """Compose and check a new run's config, once, and choose its folder; writes nothing.
+
+    The config is complete when checked: its run-folder fields set and, for ``--smoke``, its
+    model path at the tiny checkpoint :func:`start` writes.
+    """
+    from omegaconf import OmegaConf
+
+    from dexrl.checkpoints.sources import locate_checkpoint
     from dexrl.config.compose import suite_of
-    from dexrl.config.validate import compose_and_check
-    from dexrl.hub.home import resolve_ckpt
+    from dexrl.config.validate import check_composed, compose_request
     from dexrl.runs.layout import default_run_dir
     from dexrl.runs.owned_keys import set_run_folder
 
-    if name and run_dir:
+    suite, model, smoke = request.suite, request.model, request.smoke
+    if request.name and request.run_dir:
         raise DexrlError("--name and --run-dir both name the run folder",
                          "pass one: --name NAME (runs/NAME) or --run-dir PATH",
                          code="flags-name-run-dir")
-    if ckpt and smoke:
+    if request.ckpt and smoke:
         raise DexrlError("--smoke trains a tiny random model and takes no --ckpt",
                          "drop --ckpt, or drop --smoke to train the checkpoint",
                          code="flags-smoke-ckpt")
-    if ckpt:
-        overrides = ckpt_overrides(resolve_ckpt(ckpt)) + overrides
-    overlay = smoke_overlay(suite, config_name) if smoke else None
+    overrides = list(request.overrides)
+    if request.ckpt:
+        overrides = ckpt_overrides(locate_checkpoint(request.ckpt)) + overrides
+    overlay = smoke_overlay(suite, request.config_name) if smoke else None
     if overlay:
         overrides = [f"+smoke={overlay}", *overrides]
-    gpus = 0 if dry_run or smoke else gpu_count()
-    per_node = gpus_per_node or (1 if smoke else gpus or 8)
-    result = compose_and_check(suite, model, config_name, overrides, per_node, cpu_only=smoke)
-    suite_name = suite_of(result.cfg, suite) or "libero"
-    label = model or str(result.cfg.actor.model.model_type).removeprefix("dexbotic_")
-    target = (Path(run_dir) if run_dir else default_run_dir(suite_name, label, name))
+    gpus = 0 if request.dry_run or smoke else gpu_count()
+    per_node = request.gpus_per_node or (1 if smoke else gpus or 8)
+    composed = compose_request(suite, model, request.config_name, overrides)
+    cfg = composed.cfg
+    suite_name = suite_of(cfg, suite) or "libero"
+    model_type = str(cfg.actor.model.model_type)
+    label = model or model_type.removeprefix("dexbotic_")
+    target = (Path(request.run_dir) if request.run_dir
+              else default_run_dir(suite_name, label, request.name))
     target = Path(os.path.abspath(target.expanduser()))
-    settings = set_run_folder(result.cfg, target)
+    settings = set_run_folder(cfg, target)
+    tiny = smoke_checkpoint_path(target, model_type) if smoke else None
+    if tiny is not None:  # both model paths: the rollout's follows the actor's
+        OmegaConf.update(cfg, "actor.model.model_path", str(tiny))
+    result = check_composed(composed, suite, per_node, cpu_only=smoke)
     findings = [f for f in result.findings if not (smoke and _is_smoke_path_warning(f))]
-    return NewRun(result, findings, overrides, suite_name, per_node, gpus, target, settings,
-                  smoke, (suite, model, config_name))
+    return NewRun(request, result, findings, suite_name, per_node, gpus, target, settings)
 
 
-def start(new: NewRun, *, ray_address: str | None) -> DictConfig:
-    """Refuse what cannot launch, then write the run folder; returns the resolved config."""
+def start(new: NewRun) -> Ready:
+    """Refuse what cannot launch, then write the run folder (``--smoke``'s tiny checkpoint
+    included); the config is the one :func:`prepare` checked, resolved."""
     from omegaconf import OmegaConf
 
-    from dexrl.config.checks import Facts, run_config_checks
-    from dexrl.config.validate import compose_and_check
     from dexrl.hub.manifest import checkpoint_provenance
+    from dexrl.hub.verify import check_checkpoint_dir
     from dexrl.runs.checkpoints import skipped
     from dexrl.runs.layout import check_new_run_dir
-    from dexrl.runs.owned_keys import set_run_folder
     from dexrl.runs.record import resolved, write_run_files
+    from dexrl.runs.resume_rules import planned_steps
     from dexrl.runs.state import story
 
+    ray_address = new.request.launch.ray_address
     refuse_on_errors(new.result.name, new.findings)
     missing = [f for f in new.findings if _is_smoke_path_warning(f)]
     if missing:
@@ -183,19 +240,15 @@ def start(new: NewRun, *, ray_address: str | None) -> DictConfig:
     cfg = new.result.cfg
     new.target.mkdir(parents=True, exist_ok=True)
     if new.smoke:
-        path = write_smoke_checkpoint(new.target, str(cfg.actor.model.model_type))
-        if path is not None:
-            cfg = compose_and_check(*new.request, [*new.overrides, *ckpt_overrides(path)],
-                                    new.per_node, cpu_only=True).cfg
-            set_run_folder(cfg, new.target)
-    refuse_on_errors(new.result.name,
-                     errors(run_config_checks(cfg, Facts(new.suite, new.per_node,
-                                                            cpu_only=new.smoke))))
+        model_type = str(cfg.actor.model.model_type)
+        path = write_smoke_checkpoint(new.target, model_type)
+        if path is not None:  # the config points there already; the files must hold up too
+            refuse_on_errors(new.result.name, check_checkpoint_dir(path, model_type))
     cfg = resolved(cfg)
     provenance = checkpoint_provenance(OmegaConf.select(cfg, "actor.model.model_path"))
     write_run_files(new.target, cfg, sys.argv,
                     {"checkpoint": provenance, "smoke": new.smoke, "suite": new.suite})
-    return cfg
+    return Ready(cfg, new.target, new.smoke, None, planned_steps(cfg), new.request.launch)
 
 
 def launch_plan(new: NewRun) -> Plan:
@@ -222,6 +275,7 @@ class Resumption:
     """A run folder checked for a resume that nothing has been written for yet (``--dry-run``
     stops here)."""
 
+    request: ResumeRequest
     dir: Path
     checkpoint: Checkpoint
     old: DictConfig  # the saved config, paths re-anchored
@@ -232,46 +286,50 @@ class Resumption:
     notes: list[str]  # what happened to the folder before: story, skipped steps, a move
 
 
-def prepare_resume(run_dir: Path, *, step: int | None, overrides: list[str],
-                   allow_changes: bool) -> Resumption:
+def prepare_resume(request: ResumeRequest) -> Resumption:
     """Open a run folder, pick its checkpoint and check the changed config; writes nothing."""
     from omegaconf import OmegaConf
 
     from dexrl.config.checks import Facts, run_config_checks
+    from dexrl.config.overrides import RUN, apply_overrides, parse_overrides
     from dexrl.runs.checkpoints import pick_checkpoint, skipped
     from dexrl.runs.opened import open_run
     from dexrl.runs.owned_keys import refuse_owned_overrides, set_run_folder
     from dexrl.runs.resume_rules import check_steps_left, refuse_unsafe_changes
     from dexrl.runs.state import story
 
+    overrides = list(request.overrides)
     refuse_owned_overrides(overrides, "a resumed run stays in its folder and --step N picks "
                            "the checkpoint")
-    opened = open_run(run_dir)
-    checkpoint = pick_checkpoint(opened.dir, step)
+    opened = open_run(request.run_dir)
+    checkpoint = pick_checkpoint(opened.dir, request.step)
     old = opened.config
-    new = apply_overrides(old, overrides)
-    refuse_unsafe_changes(old, new, allow_changes)
+    new = OmegaConf.create(OmegaConf.to_container(old))
+    OmegaConf.set_struct(new, True)
+    apply_overrides(new, parse_overrides(overrides, RUN), RUN)
+    refuse_unsafe_changes(old, new, request.allow_changes)
     settings = set_run_folder(new, opened.dir, checkpoint.path)
     suite = opened.manifest.get("suite") or OmegaConf.select(new, "env.train.task_suite_name")
     smoke = bool(opened.manifest.get("smoke"))
     per_node = 1 if smoke else (gpu_count() or 1)
     refuse_on_errors(str(opened.dir), run_config_checks(new, Facts(suite, per_node,
                                                                    cpu_only=smoke)))
-    total = check_steps_left(new, checkpoint.step, run_dir)
+    total = check_steps_left(new, checkpoint.step, request.run_dir)
     notes = [line[0].upper() + line[1:] + "." for line in story(opened.dir)]
     notes += skipped(opened.dir, checkpoint)
     if opened.moved_from is not None:
         notes.append(f"note: the run folder was at {opened.moved_from}; its paths now point "
                      f"into {opened.dir}")
-    return Resumption(opened.dir, checkpoint, old, new, settings, total, smoke, notes)
+    return Resumption(request, opened.dir, checkpoint, old, new, settings, total, smoke, notes)
 
 
-def start_resume(resumption: Resumption, *, ray_address: str | None) -> DictConfig:
-    """Refuse a second live driver, then save the new config; returns the resolved config."""
+def start_resume(resumption: Resumption) -> Ready:
+    """Refuse a second live driver, then save the new config, resolved."""
     from dexrl.runs.record import resolved, save_config
     from dexrl.runs.state import STATE_FILE, previous_run
 
-    check_ray_address(ray_address)
+    options = resumption.request.launch
+    check_ray_address(options.ray_address)
     run_dir = resumption.dir
     previous = previous_run(run_dir)
     if previous is not None and previous.still_running:
@@ -281,30 +339,4 @@ def start_resume(resumption: Resumption, *, ray_address: str | None) -> DictConf
                          where=str(run_dir), code="run-in-use")
     cfg = resolved(resumption.new)
     save_config(run_dir, cfg)
-    return cfg
-
-
-def apply_overrides(cfg: DictConfig, overrides: list[str]) -> DictConfig:
-    """The saved config with ``key=value`` overrides; unknown keys are refused."""
-    from omegaconf import OmegaConf, open_dict
-
-    from dexrl.config.compose import check_override_syntax
-
-    check_override_syntax(overrides)
-    new = OmegaConf.create(OmegaConf.to_container(cfg))
-    OmegaConf.set_struct(new, True)
-    for item in overrides:
-        key, _, value = item.partition("=")
-        add = key.startswith("+")
-        key = key.lstrip("+")
-        if not add and OmegaConf.select(new, key, default=_MISSING) is _MISSING:
-            raise DexrlError(f"unknown config key '{key}' in overrides",
-                             "check the run's config.yaml, or prefix the override with + to add "
-                             "a key", where="overrides", code="override-unknown-key")
-        parsed = OmegaConf.from_dotlist([f"{key}={value}"])
-        with open_dict(new):
-            OmegaConf.update(new, key, OmegaConf.select(parsed, key), merge=True, force_add=add)
-    return new
-
-
-_MISSING = object()
+    return Ready(cfg, run_dir, resumption.smoke, resumption.checkpoint, resumption.total, options)

@@ -34,13 +34,6 @@ needs_libero = pytest.mark.skipif(not libero_ready(), reason="LIBERO scene asset
                                   "installed (`make install` links them)")
 
 
-@pytest.fixture(scope="module")
-def tiny_run(tiny_pi0_dir: Path, tmp_path_factory: pytest.TempPathFactory) -> Path:
-    from helpers.rlinf_run import write_tiny_rlinf_run
-
-    return write_tiny_rlinf_run(tmp_path_factory.mktemp("run") / "run", tiny_pi0_dir, step=2)
-
-
 def run(*args: object):
     return runner.invoke(app, ["eval", *map(str, args)], env={"COLUMNS": "200"})
 

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import shutil
+from collections.abc import Callable
 from pathlib import Path
 
 import pytest
@@ -15,10 +16,9 @@ runner = CliRunner()
 
 
 @pytest.fixture(scope="module")
-def tiny_run(tiny_pi0_dir: Path, tmp_path_factory: pytest.TempPathFactory) -> Path:
-    from helpers.rlinf_run import write_tiny_rlinf_run
-
-    return write_tiny_rlinf_run(tmp_path_factory.mktemp("run") / "run", tiny_pi0_dir, step=3)
+def tiny_run(tiny_run_at: Callable[[int], Path]) -> Path:
+    """The tiny run at step 3, not the shared step 2: export must name the step it read."""
+    return tiny_run_at(3)
 
 
 def run(*args: str):

@@ -65,7 +65,7 @@ def test_config_stores_absolute_paths_and_the_run_folder(smoke_like_run: Path) -
 
 def test_a_moved_run_exports_and_resolves_from_another_directory(
         smoke_like_run: Path, tmp_path: Path, elsewhere: Path) -> None:
-    from dexrl.evaluation.sources import resolve_checkpoint
+    from dexrl.checkpoints.sources import resolve_checkpoint
 
     target = moved(smoke_like_run, tmp_path)
     opened = open_run(target)
@@ -125,7 +125,7 @@ def main_style_run(tiny_pi0_dir: Path, root: Path) -> Path:
 
 def test_old_run_folders_with_relative_paths_still_resolve(tiny_pi0_dir: Path, tmp_path: Path,
                                                            elsewhere: Path) -> None:
-    from dexrl.evaluation.sources import resolve_checkpoint
+    from dexrl.checkpoints.sources import resolve_checkpoint
 
     old = main_style_run(tiny_pi0_dir, tmp_path / "project")
     assert resolve_checkpoint(old).model_dir == old / "smoke-checkpoint"

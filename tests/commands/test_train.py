@@ -1,6 +1,7 @@
 """`dexrl train` / `dexrl resume` through the real CLI: plans and every refusal, without Ray.
 
-The end-to-end smoke run (train one step, resume to the next) is in tests/bridge/test_smoke.py.
+The end-to-end smoke run (train one step, resume to the next) is in
+tests/bridge/launch/test_smoke.py.
 """
 
 from __future__ import annotations

@@ -8,6 +8,7 @@ import pytest
 from typer.testing import CliRunner
 
 from dexrl.cli import app
+from dexrl.commands import validate as validate_command
 from dexrl.config.compose import shipped_matrix
 
 runner = CliRunner()
@@ -18,6 +19,19 @@ CHUNK_WARNING = "warning: actor.model.num_action_chunks: 5 differs from DM0's do
 
 def run(*args: str):
     return runner.invoke(app, list(args), env={"COLUMNS": "250"})
+
+
+def run_finding(monkeypatch: pytest.MonkeyPatch, *args: str):
+    """``run``, and the (where, code) of each finding it reported (a code is never printed)."""
+    real, found = validate_command.report, set()
+
+    def report(result, console, strict):  # noqa: ANN001, ANN202 - wraps report
+        found.update((f.where, f.code) for f in result.findings)
+        return real(result, console, strict)
+
+    with monkeypatch.context() as patch:
+        patch.setattr(validate_command, "report", report)
+        return run(*args), found
 
 
 @pytest.mark.parametrize(("suite", "model", "name"), shipped_matrix())
@@ -61,53 +75,50 @@ def test_bad_names_and_overrides(args: list[str], code: str) -> None:
 
 
 @pytest.mark.parametrize(
-    ("overrides", "where", "message"),
+    ("overrides", "where", "code"),
     [
-        (["env.train.total_num_envs=63"], "env.train.total_num_envs",
-         "63 envs do not divide over 8 env processes"),
-        (["rollout.pipeline_stage_num=3"], "env.train.total_num_envs",
-         "do not split into rollout.pipeline_stage_num=3 stages"),
+        (["env.train.total_num_envs=63"], "env.train.total_num_envs", "env-count-uneven"),
+        (["rollout.pipeline_stage_num=3"], "env.train.total_num_envs", "env-stages-uneven"),
         (["algorithm.group_size=3", "env.train.group_size=3"], "env.train.total_num_envs",
-         "not divisible by group_size=3"),
+         "env-groups-uneven"),
         (["env.train.max_steps_per_rollout_epoch=242"], "env.train.max_steps_per_rollout_epoch",
-         "not divisible by actor.model.num_action_chunks=5"),
+         "env-steps-chunks-uneven"),
         (["actor.global_batch_size=1000"], "actor.global_batch_size",
-         "micro_batch_size × actor world size = 32 × 8"),
+         "batch-micro-batches-uneven"),
         (["~cluster.component_placement",
           "+cluster.component_placement={actor:0-7,env\\,rollout:0-1}",
-          "env.train.total_num_envs=4"], "env.train.total_num_envs",
-         "2 envs per env process and stage do not split into 4 equal parts, one per actor rank"),
-        (["actor.global_batch_size=1280"], "actor.global_batch_size",
-         "1280 does not divide the 24576 samples of a step (384 policy calls per env × 64 envs)"),
+          "env.train.total_num_envs=4"], "env.train.total_num_envs", "env-actor-split-uneven"),
+        (["actor.global_batch_size=1280"], "actor.global_batch_size", "batch-samples-uneven"),
         (["actor.model.add_value_head=false"], "actor.model.add_value_head",
-         "needs a value head"),
+         "algorithm-value-head-missing"),
         (["cluster.component_placement={actor\\,env\\,rollout:0-9}"],
-         "cluster.component_placement.actor,env,rollout", "device ids [8, 9] exceed"),
+         "cluster.component_placement.actor,env,rollout", "placement-gpu-count"),
         (["cluster.component_placement={actor\\,env\\,rollout:0-x}"],
-         "cluster.component_placement.actor,env,rollout", "bad placement"),
+         "cluster.component_placement.actor,env,rollout", "placement-syntax"),
         (["~cluster.component_placement", "+cluster.component_placement={actor:all,env:all}"],
-         "cluster.component_placement", "component 'rollout' is not placed"),
+         "cluster.component_placement", "placement-component-missing"),
         (["rollout.model.model_path=/elsewhere"], "rollout.model.model_path",
-         "differs from actor.model.model_path"),
+         "config-copy-differs"),
         (["runner.val_check_interval=20"], "runner.save_interval",
-         "50 is not a multiple of runner.val_check_interval=20"),
+         "runner-save-not-on-validation"),
         (["runner.logger.logger_backends=[tb]"], "runner.logger.logger_backends",
-         "got the item 'tb', expected a list of items, each one of 'tensorboard'"),
+         "config-value-not-a-choice"),
         (["actor.model.model_type=dexbotic_pi"], "actor.model.model_type",
-         "'dexbotic_pi' is not a dexrl policy"),
+         "config-model-type-unknown"),
         (["actor.model.dexbotic.num_steps=10"], "actor.model.dexbotic.num_steps",
-         "differs from actor.model.num_steps=4"),
+         "config-copy-differs"),
         (["actor.model.dexbotic.action_chunk=10"], "actor.model.dexbotic.action_chunk",
-         "differs from actor.model.num_action_chunks=5"),
+         "config-copy-differs"),
         (["actor.model.dexbotic.norm_mode=zscore"], "actor.model.dexbotic.norm_mode",
-         "got 'zscore', expected one of 'mean_std', 'quantile'"),
+         "config-value-not-a-choice"),
     ],
 )
-def test_each_check_fails_with_its_message(overrides: list[str], where: str, message: str) -> None:
-    result = run(*BASE, *overrides)
+def test_each_check_fails_with_its_code(monkeypatch: pytest.MonkeyPatch, overrides: list[str],
+                                        where: str, code: str) -> None:
+    result, found = run_finding(monkeypatch, *BASE, *overrides)
     assert result.exit_code == 2, result.output
     assert f"error: {where}: " in result.stderr
-    assert message in result.stderr
+    assert (where, code) in found, found
 
 
 def test_all_problems_are_collected() -> None:
@@ -129,32 +140,35 @@ def test_gpus_per_node_changes_world_size() -> None:
     assert "60 envs do not divide over 8 env processes" in two_nodes.stderr
 
 
-def test_save_interval_beyond_max_steps_warns() -> None:
-    result = run(*BASE, "runner.save_interval=400")
+def test_save_interval_beyond_max_steps_warns(monkeypatch: pytest.MonkeyPatch) -> None:
+    result, found = run_finding(monkeypatch, *BASE, "runner.save_interval=400")
     assert result.exit_code == 0
-    assert "warning: runner.save_interval: 400 exceeds runner.max_steps=300" in result.stderr
+    assert "warning: runner.save_interval: " in result.stderr
+    assert ("runner.save_interval", "runner-save-after-end") in found
 
 
-def test_horizon_warning_and_strict() -> None:
-    result = run(*BASE)
+def test_horizon_warning_and_strict(monkeypatch: pytest.MonkeyPatch) -> None:
+    result, found = run_finding(monkeypatch, *BASE)
     assert result.exit_code == 0
-    assert "warning: env.train.max_episode_steps: 240 differs from the libero_spatial horizon 220" \
-        in result.stderr
+    assert "warning: env.train.max_episode_steps: " in result.stderr
+    assert ("env.train.max_episode_steps", "env-horizon-differs") in found
     strict = run(*BASE, "--strict")
     assert strict.exit_code == 2
-    clean = run(*BASE, "--strict", "env.train.max_episode_steps=220",
-                "env.eval.max_episode_steps=220", "actor.model.model_path=/nonexistent/ckpt")
+    clean, found = run_finding(monkeypatch, *BASE, "--strict", "env.train.max_episode_steps=220",
+                               "env.eval.max_episode_steps=220",
+                               "actor.model.model_path=/nonexistent/ckpt")
     assert clean.exit_code == 2  # the missing checkpoint is a warning too
-    assert "checkpoint not found at /nonexistent/ckpt" in clean.stderr
+    assert found == {("actor.model.model_path", "checkpoint-not-found")}
 
 
-def test_existing_model_path_is_checked(tmp_path) -> None:
+def test_existing_model_path_is_checked(tmp_path, monkeypatch: pytest.MonkeyPatch) -> None:
     (tmp_path / "config.json").write_text(json.dumps({"model_type": "dexbotic_dm0"}))
-    result = run(*BASE, f"actor.model.model_path={tmp_path}")
+    result, found = run_finding(monkeypatch, *BASE, f"actor.model.model_path={tmp_path}")
     assert result.exit_code == 2
-    assert "checkpoint is 'dexbotic_dm0' but the config trains 'dexbotic_pi0'" in result.stderr
-    assert "no *.safetensors weights" in result.stderr
-    assert "norm_stats.json" in result.stderr
+    assert {("model-type-mismatch", str(tmp_path / "config.json")),
+            ("model-weights-missing", str(tmp_path)),
+            ("norm-stats-missing", str(tmp_path / "norm_stats.json"))} <= {
+        (code, where) for where, code in found}, found
 
 
 def test_validate_writes_nothing(tmp_path, monkeypatch) -> None:
@@ -186,18 +200,20 @@ def test_dm0_chunk_size_warning_names_both_sources() -> None:
 
 
 @pytest.mark.parametrize(
-    ("overrides", "where", "message"),
+    ("overrides", "where", "code"),
     [
         (["actor.model.dexbotic.model_max_length=0"], "actor.model.dexbotic.model_max_length",
-         "got 0, expected an integer ≥ 1 (or null)"),
+         "config-value-out-of-range"),
         (["actor.model.dexbotic.train_expert_only=false"],
-         "actor.model.dexbotic.train_expert_only", "full DM0 fine-tuning in bf16"),
+         "actor.model.dexbotic.train_expert_only", "dm0-bf16-full-fine-tuning"),
     ],
 )
-def test_dm0_settings_are_checked(overrides: list[str], where: str, message: str) -> None:
-    result = run(*DM0, *overrides)
+def test_dm0_settings_are_checked(monkeypatch: pytest.MonkeyPatch, overrides: list[str],
+                                  where: str, code: str) -> None:
+    result, found = run_finding(monkeypatch, *DM0, *overrides)
     assert result.exit_code == 2, result.output
-    assert f"error: {where}: {message}" in result.stderr
+    assert f"error: {where}: " in result.stderr
+    assert (where, code) in found, found
 
 
 def test_full_dm0_fine_tuning_in_fp32_is_accepted() -> None:
@@ -321,8 +337,8 @@ def test_explain_unknown_key_names_the_closest() -> None:
         "hint: closest known keys: actor.optim.lr, actor.optim.value_lr, actor.optim.clip_grad"]
 
 
-def test_a_setting_rlinf_ignores_is_a_warning() -> None:
-    result = run(*BASE, "algorithm.normalize_advantages=false")
+def test_a_setting_rlinf_ignores_is_a_warning(monkeypatch: pytest.MonkeyPatch) -> None:
+    result, found = run_finding(monkeypatch, *BASE, "algorithm.normalize_advantages=false")
     assert result.exit_code == 0, result.output
-    assert ("warning: algorithm.normalize_advantages: false has no effect: RLinf 0.3.0's embodied "
-            "actor always normalizes GAE advantages") in result.output
+    assert "warning: algorithm.normalize_advantages: " in result.output
+    assert ("algorithm.normalize_advantages", "algorithm-setting-ignored") in found

@@ -49,8 +49,9 @@ def test_builtin_task_configs_keep_the_ppo_settings_of_libero_spatial(name: str)
 def test_bad_cued_task_settings_are_config_errors() -> None:
     cfg = compose("reach_cued_ppo_dexbotic_pi0", ["env.train.reach_cued.colors=[red,green]",
                                                   "env.eval.init_params.camera_widths=8"])
-    found = {f.where for f in errors(run_config_checks(cfg, Facts("reach_cued", 1)))}
-    assert found == {"env.train.reach_cued.colors", "env.eval.init_params"}
+    found = {(f.code, f.where) for f in errors(run_config_checks(cfg, Facts("reach_cued", 1)))}
+    assert found == {("reach-colors-count", "env.train.reach_cued.colors"),
+                     ("reach-images-too-small", "env.eval.init_params")}
 
 
 def test_smoke_adds_no_overlay_to_reach() -> None:

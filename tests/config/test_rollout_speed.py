@@ -9,7 +9,7 @@ from dexrl.training.plan import rollout_speed
 def _findings(*overrides: str, cpu_only: bool = False) -> dict[str, tuple[str, str]]:
     result = compose_and_check("libero_spatial", "pi0", None, list(overrides), 8,
                                cpu_only=cpu_only)
-    return {f.where: (f.level, f.message) for f in result.findings
+    return {f.where: (f.level, f.code) for f in result.findings
             if f.where.startswith("rollout.")}
 
 
@@ -23,7 +23,7 @@ def test_shipped_configs_keep_both_off() -> None:
 
 def test_a_cuda_graph_without_a_gpu_is_refused() -> None:
     found = _findings("rollout.enable_cuda_graph=true", cpu_only=True)
-    assert found["rollout.enable_cuda_graph"][0] == "error"
+    assert found["rollout.enable_cuda_graph"] == ("error", "policy-cuda-graph-no-gpu")
     assert _findings("rollout.enable_cuda_graph=true") == {}
     assert _findings("rollout.enable_torch_compile=true", cpu_only=True) == {}
 
@@ -31,20 +31,21 @@ def test_a_cuda_graph_without_a_gpu_is_refused() -> None:
 def test_compile_modes_that_graph_themselves_are_refused_with_graphs() -> None:
     found = _findings("rollout.enable_cuda_graph=true", "rollout.enable_torch_compile=true",
                       "rollout.torch_compile_mode=reduce-overhead")
-    assert found["rollout.torch_compile_mode"][0] == "error"
+    assert found["rollout.torch_compile_mode"] == ("error", "policy-compile-mode-graphs")
     assert _findings("rollout.enable_torch_compile=true",
                      "rollout.torch_compile_mode=reduce-overhead") == {}
 
 
 def test_unknown_mode_and_types() -> None:
-    level, message = _findings("rollout.torch_compile_mode=fastest")["rollout.torch_compile_mode"]
-    assert level == "error" and "max-autotune-no-cudagraphs" in message
-    assert _findings("rollout.enable_cuda_graph=1")["rollout.enable_cuda_graph"][0] == "error"
+    assert _findings("rollout.torch_compile_mode=fastest")["rollout.torch_compile_mode"] == (
+        "error", "config-value-not-a-choice")
+    assert _findings("rollout.enable_cuda_graph=1")["rollout.enable_cuda_graph"] == (
+        "error", "config-value-wrong-type")
 
 
 def test_offload_recaptures_every_step_warning_and_plan_line() -> None:
     found = _findings("rollout.enable_cuda_graph=true", "rollout.enable_offload=true")
-    assert found["rollout.enable_cuda_graph"][0] == "warning"
+    assert found["rollout.enable_cuda_graph"] == ("warning", "policy-cuda-graph-recaptured")
     cfg = compose_and_check("libero_spatial", "pi0", None, [
         "rollout.enable_cuda_graph=true", "rollout.enable_torch_compile=true",
         "rollout.torch_compile_mode=default"]).cfg

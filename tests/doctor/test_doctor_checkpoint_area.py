@@ -33,16 +33,20 @@ def test_tiny_checkpoint_verifies(tiny_pi0_dir: Path) -> None:
 def test_broken_checkpoint_fails_with_downloads_hint(tiny_pi0_copy: Callable[[], Path]) -> None:
     path = tiny_pi0_copy()
     (path / "norm_stats.json").unlink()
-    row = check_files(verify_checkpoint(path, "dexbotic_pi0"), Provenance(None))
+    verification = verify_checkpoint(path, "dexbotic_pi0")
+    row = check_files(verification, Provenance(None))
     assert row.status == "fail"
-    assert "normalization statistics missing" in row.finding
+    assert [f.code for f in verification.findings] == ["norm-stats-missing"]
+    assert str(path / "norm_stats.json") in row.finding  # the row shows that finding
     assert "norm_stats.json" in row.fix
 
 
 def test_wrong_model_type_fails(tiny_pi0_dir: Path) -> None:
-    row = check_files(verify_checkpoint(tiny_pi0_dir, "dexbotic_dm0"), Provenance(None))
+    verification = verify_checkpoint(tiny_pi0_dir, "dexbotic_dm0")
+    row = check_files(verification, Provenance(None))
     assert row.status == "fail"
-    assert "but the config trains 'dexbotic_dm0'" in row.finding
+    assert [f.code for f in verification.findings] == ["model-type-mismatch"]
+    assert row.finding.startswith(f"{tiny_pi0_dir / 'config.json'}: ")
 
 
 def test_files_changed_since_download(tiny_pi0_copy: Callable[[], Path]) -> None:

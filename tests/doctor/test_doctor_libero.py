@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from pathlib import Path
 
 import pytest
@@ -142,9 +143,9 @@ def test_area_quick_skips_the_env_step(monkeypatch: pytest.MonkeyPatch) -> None:
 
     called: list[str] = []
 
-    def fake_call(target: str, timeout: float, **kwargs: object):
-        called.append(target.rsplit(":", 1)[1])
-        if target.endswith("import_libero"):
+    def fake_call(target: Callable[..., object], timeout: float, **kwargs: object):
+        called.append(target.__name__)
+        if target.__name__ == "import_libero":
             return {"seconds": 0.5, "config_file": "c"}, None
         return None, "RuntimeError: no GL"
 

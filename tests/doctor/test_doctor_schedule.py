@@ -96,8 +96,10 @@ def test_threaded_areas_keep_report_order_and_a_hung_one_is_bounded() -> None:
 
 
 def test_config_row() -> None:
-    err = Finding("error", "actor.global_batch_size", "1000 is not divisible", "use 1024")
-    warning = Finding("warning", "runner.save_interval", "exceeds max_steps", "lower it")
+    err = Finding("error", "actor.global_batch_size", "1000 is not divisible", "use 1024",
+                  code="batch-micro-batches-uneven")
+    warning = Finding("warning", "runner.save_interval", "exceeds max_steps", "lower it",
+                      code="runner-save-after-end")
     assert check_config("cfg", [err, warning]).status == "fail"
     assert check_config("cfg", [err]).fix == "use 1024"
     assert check_config("cfg", [warning]).status == "warn"

@@ -1,21 +1,13 @@
-"""Fixtures: a tiny RLinf run trained (in appearance) from the tiny π0 checkpoint."""
+"""Fixtures: LIBERO-like observations and a policy's actions on them (``tiny_run`` is in
+tests/conftest.py)."""
 
 from __future__ import annotations
 
 from collections.abc import Callable
-from pathlib import Path
 
 import numpy as np
 import pytest
 import torch
-
-
-@pytest.fixture(scope="session")
-def tiny_run(tiny_pi0_dir: Path, tmp_path_factory: pytest.TempPathFactory) -> Path:
-    """RUN_DIR with config.yaml and checkpoints/global_step_2 (read-only for tests)."""
-    from helpers.rlinf_run import write_tiny_rlinf_run
-
-    return write_tiny_rlinf_run(tmp_path_factory.mktemp("run") / "run", tiny_pi0_dir, step=2)
 
 
 @pytest.fixture

@@ -8,10 +8,12 @@ from pathlib import Path
 import pytest
 import torch
 
+from dexrl.checkpoints.export import export_checkpoint
+from dexrl.checkpoints.loading import load_eval_policy
 from dexrl.checkpoints.policy import load_policy
-from dexrl.evaluation.export import export_checkpoint
+from dexrl.checkpoints.sources import resolve_checkpoint
+from dexrl.evaluation.request import EvalRequest
 from dexrl.evaluation.settings import resolve_settings
-from dexrl.evaluation.sources import load_eval_policy, resolve_checkpoint
 
 
 @pytest.fixture(scope="module")
@@ -39,17 +41,17 @@ def test_dm0_training_checkpoint_round_trip(dm0_run: Path, tmp_path: Path,
 
 def test_dm0_defaults(dm0_run: Path) -> None:
     source = resolve_checkpoint(dm0_run)
-    s = resolve_settings(source, suite="libero_goal", tasks=[0], episodes_per_task=1,
-                         num_envs=None, seed=0, num_steps=None, action_chunk=None,
-                         max_episode_steps=None, video="none", device="cpu", dtype=None,
-                         env_overrides=[])
+    s = resolve_settings(source, EvalRequest(
+        ckpt=str(dm0_run), suite="libero_goal", episodes_per_task=1, num_envs=None, seed=0,
+        num_steps=None, action_chunk=None, max_episode_steps=None, video="none", device="cpu",
+        dtype=None, env_overrides=()), [0])
     assert (s.action_chunk, s.num_steps, s.max_episode_steps) == (5, 4, 300)
 
 
 def test_fixture_keys_equal_what_the_rlinf_dm0_adapter_saves(dm0_run: Path) -> None:
     from dexrl.bridge.policies.dm0 import build
+    from dexrl.checkpoints.loading import read_training_weights
     from dexrl.config.compose import compose
-    from dexrl.evaluation.sources import read_training_weights
 
     source = resolve_checkpoint(dm0_run)
     cfg = compose("libero_goal_ppo_dexbotic_dm0",

@@ -12,13 +12,15 @@ import torch
 from safetensors import safe_open
 from safetensors.torch import load_file
 
+from dexrl.checkpoints.export import export_checkpoint, push_to_hub
+from dexrl.checkpoints.loading import load_eval_policy
 from dexrl.checkpoints.policy import load_policy
+from dexrl.checkpoints.sources import resolve_checkpoint
 from dexrl.errors import DexrlError
 from dexrl.evaluation.episode_loop import EpisodeResult
-from dexrl.evaluation.export import export_checkpoint, push_to_hub
-from dexrl.evaluation.results import build_results
-from dexrl.evaluation.sources import WEIGHTS_IN_STEP, load_eval_policy, resolve_checkpoint
+from dexrl.evaluation.results import build_results, find_results, load_results
 from dexrl.runs.durable import write_json
+from dexrl.runs.layout import WEIGHTS_IN_STEP
 
 
 @pytest.fixture(scope="module")
@@ -154,14 +156,17 @@ def test_model_card_carries_the_newest_results_of_that_step(tiny_run: Path,
     for name, step, ok in (("a", 2, 3), ("b", 9, 1)):
         (evals / name).mkdir(parents=True)
         write_json(evals / name / "results.json", results_for(str(run), step, run, ok))
-    done = export_checkpoint(resolve_checkpoint(run), tmp_path / "out")
+    source = resolve_checkpoint(run)
+    newest = find_results(source.run_dir, source.step)  # what `dexrl export` puts on the card
+    done = export_checkpoint(source, tmp_path / "out", results=(newest, load_results(newest)))
     card = (done.out / "README.md").read_text()
     assert done.results == evals / "a" / "results.json"
     assert "| 0 | pick \\| place | 3/4 | 75.0 %" in card
     assert "| **all** |  | 3/4 |" in card
     explicit = tmp_path / "other.json"
     write_json(explicit, results_for("x", 1, tmp_path, 1))
-    done = export_checkpoint(resolve_checkpoint(run), tmp_path / "out2", results=explicit)
+    done = export_checkpoint(resolve_checkpoint(run), tmp_path / "out2",
+                             results=(explicit, load_results(explicit)))
     assert "1/4" in (done.out / "README.md").read_text()
 
 

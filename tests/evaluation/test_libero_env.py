@@ -17,16 +17,17 @@ pytestmark = [
 
 def test_resets_start_the_named_task_and_initial_state(tiny_pi0_dir) -> None:  # noqa: ANN001
     from dexrl.bridge.envs.libero import LiberoVecEnv, suite_info
+    from dexrl.checkpoints.sources import resolve_checkpoint
+    from dexrl.evaluation.request import EvalRequest
     from dexrl.evaluation.settings import env_config, resolve_settings
-    from dexrl.evaluation.sources import resolve_checkpoint
 
     info = suite_info("libero_spatial")
     assert len(info.languages) == 10 and set(info.init_states.values()) == {50}
     source = resolve_checkpoint(tiny_pi0_dir)
-    settings = resolve_settings(
-        source, suite="libero_spatial", tasks=[0, 3], episodes_per_task=2, num_envs=2, seed=0,
+    settings = resolve_settings(source, EvalRequest(
+        ckpt=str(tiny_pi0_dir), suite="libero_spatial", episodes_per_task=2, num_envs=2, seed=0,
         num_steps=2, action_chunk=2, max_episode_steps=10, video="none", device="cpu",
-        dtype=None, env_overrides=[])
+        dtype=None, env_overrides=()), [0, 3])
     env = LiberoVecEnv(env_config(settings, source), source.model_type, 2)
     try:
         first = env.reset([0, 1], [Episode(3, 4, 0, 7), Episode(0, 2, 0, 8)])

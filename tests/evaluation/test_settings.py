@@ -6,17 +6,25 @@ from pathlib import Path
 
 import pytest
 
+from dexrl.checkpoints.sources import CheckpointSource, resolve_checkpoint
 from dexrl.errors import DexrlError
-from dexrl.evaluation.settings import env_config, resolve_settings
-from dexrl.evaluation.sources import resolve_checkpoint
+from dexrl.evaluation.request import EvalRequest
+from dexrl.evaluation.settings import EvalSettings, env_config, resolve_settings
 
 ARGS = dict(suite="libero_spatial", tasks=[0, 1], episodes_per_task=3, num_envs=None, seed=0,
             num_steps=None, action_chunk=None, max_episode_steps=None, video="none",
             device="cpu", dtype=None, env_overrides=[])
 
 
+def settings_of(source: CheckpointSource, *, tasks: list[int], env_overrides: list[str],
+                **options: object) -> EvalSettings:
+    """:func:`resolve_settings` of the options as an EvalRequest (``tasks`` already ids)."""
+    request = EvalRequest(ckpt=str(source.path), env_overrides=tuple(env_overrides), **options)
+    return resolve_settings(source, request, tasks)
+
+
 def test_rlinf_checkpoint_defaults_come_from_training(tiny_run: Path) -> None:
-    s = resolve_settings(resolve_checkpoint(tiny_run), **ARGS)
+    s = settings_of(resolve_checkpoint(tiny_run), **ARGS)
     assert (s.action_chunk, s.num_steps, s.max_episode_steps) == (5, 4, 220)
     assert s.sources["action_chunk"].startswith("training config")
     assert s.sources["max_episode_steps"] == "suite horizon of libero_spatial"
@@ -24,7 +32,7 @@ def test_rlinf_checkpoint_defaults_come_from_training(tiny_run: Path) -> None:
 
 
 def test_dexbotic_checkpoint_defaults_come_from_the_model_config(tiny_pi0_dir: Path) -> None:
-    s = resolve_settings(resolve_checkpoint(tiny_pi0_dir),
+    s = settings_of(resolve_checkpoint(tiny_pi0_dir),
                          **{**ARGS, "suite": "goal", "num_steps": 2, "num_envs": 50})
     # the model config's 10 actions per call, capped at the tiny checkpoint's chunk of 8
     assert (s.suite, s.action_chunk, s.num_steps, s.max_episode_steps) == ("libero_goal", 8,
@@ -38,10 +46,10 @@ def test_dexbotic_checkpoint_defaults_come_from_the_model_config(tiny_pi0_dir: P
 def test_suite_mismatch(tiny_run: Path) -> None:
     source = resolve_checkpoint(tiny_run)
     with pytest.raises(DexrlError, match="trained on libero_spatial, not libero_10") as err:
-        resolve_settings(source, **{**ARGS, "suite": "libero_10"})
+        settings_of(source, **{**ARGS, "suite": "libero_10"})
     assert err.value.code == "eval-suite-mismatch"
     assert "--allow-suite-mismatch" in err.value.hint
-    s = resolve_settings(source, **{**ARGS, "suite": "libero_10"}, allow_suite_mismatch=True)
+    s = settings_of(source, **{**ARGS, "suite": "libero_10"}, allow_suite_mismatch=True)
     assert s.suite == "libero_10"
 
 
@@ -55,13 +63,13 @@ def test_suite_mismatch(tiny_run: Path) -> None:
 )
 def test_bad_values(tiny_pi0_dir: Path, change: dict, code: str) -> None:
     with pytest.raises(DexrlError) as err:
-        resolve_settings(resolve_checkpoint(tiny_pi0_dir), **{**ARGS, **change})
+        settings_of(resolve_checkpoint(tiny_pi0_dir), **{**ARGS, **change})
     assert err.value.code == code
 
 
 def test_env_config(tiny_run: Path) -> None:
     source = resolve_checkpoint(tiny_run)
-    s = resolve_settings(source, **{**ARGS, "env_overrides": [
+    s = settings_of(source, **{**ARGS, "env_overrides": [
         "init_params.camera_heights=128", "reset_gripper_open=false"]})
     cfg = env_config(s, source)
     assert cfg.task_suite_name == "libero_spatial" and list(cfg.task_id_filter) == [0, 1]
@@ -80,7 +88,7 @@ def test_env_config(tiny_run: Path) -> None:
 )
 def test_env_overrides_rejected(tiny_pi0_dir: Path, item: str, code: str) -> None:
     source = resolve_checkpoint(tiny_pi0_dir)
-    s = resolve_settings(source, **{**ARGS, "env_overrides": [item]})
+    s = settings_of(source, **{**ARGS, "env_overrides": [item]})
     with pytest.raises(DexrlError) as err:
         env_config(s, source)
     assert err.value.code == code

@@ -10,14 +10,11 @@ import pytest
 import torch
 from omegaconf import OmegaConf
 
+from dexrl.checkpoints.loading import load_eval_policy, read_training_weights
+from dexrl.checkpoints.sources import resolve_checkpoint
 from dexrl.errors import DexrlError
-from dexrl.evaluation.sources import (
-    WEIGHTS_IN_STEP,
-    load_eval_policy,
-    read_training_weights,
-    resolve_checkpoint,
-)
 from dexrl.runs.checkpoints import mark_complete, pick_checkpoint
+from dexrl.runs.layout import WEIGHTS_IN_STEP
 
 
 def forms(run: Path) -> list[Path]:

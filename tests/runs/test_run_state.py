@@ -25,7 +25,7 @@ from dexrl.runs.state import (
     start_time,
     story,
 )
-from killed_run import write_killed_run
+from helpers.killed_run import write_killed_run
 
 
 @pytest.fixture

@@ -1,4 +1,5 @@
-"""Run RLinf's embodied PPO pipeline from a composed dexrl config: the API ``train``/``resume`` use.
+"""Run RLinf's embodied PPO pipeline from a composed dexrl config: :func:`launch`, the one call
+``train``/``resume`` make.
 
 Design notes: docs/design/launch-and-supervision.md.
 """
@@ -21,14 +22,14 @@ from dexrl.bridge.launch.failures import FailureSignal
 from dexrl.bridge.launch.output import Output
 from dexrl.bridge.launch.supervisor import Supervisor
 from dexrl.bridge.registry import EXT_MODULE
-from dexrl.errors import DexrlError
-from dexrl.runs.checkpoints import is_complete, mark_complete
-from dexrl.runs.layout import LOG_FILE, WORKER_LOGS, checkpoint_step, checkpoints_dir
+from dexrl.errors import DexrlError, one_line
+from dexrl.runs.checkpoints import Checkpoint, mark_complete
+from dexrl.runs.layout import LOG_FILE, WORKER_LOGS, checkpoints_dir
 from dexrl.runs.owned_keys import check_run_folder
-from dexrl.runs.resume_rules import check_steps_left, planned_steps
-from dexrl.runs.state import watch_private_ray
+from dexrl.runs.record import use_wandb_run_id
+from dexrl.runs.state import begin, watch_private_ray
 
-__all__ = ["BANNER", "Progress", "prepare", "launch", "worker_env", "gl_backend", "wait_for_nodes"]
+__all__ = ["BANNER", "Progress", "launch", "worker_env", "gl_backend", "wait_for_nodes"]
 
 BANNER = "[Dexbotic RL] Launching from Dexbotic entrypoint with RLinf as backend."
 INTERRUPTED = 130
@@ -103,12 +104,14 @@ def worker_env(*, probe_gl: bool, ext_module: str = EXT_MODULE) -> dict[str, str
     return env
 
 
-def prepare(cfg: DictConfig, *, smoke: bool, ext_module: str = EXT_MODULE) -> dict[str, str]:
-    """Get this process ready to launch: worker environment and driver-side registration.
+def _prepare(cfg: DictConfig, *, smoke: bool, ext_module: str) -> dict[str, str]:
+    """Get this process ready to launch (:func:`launch`'s first part): worker environment and
+    driver-side registration.
 
-    RLinf copies the driver's environment to its workers, so the variables set here reach them.
-    RLinf loads ``ext_module`` only in workers; its ``validate_cfg`` checks ``model_type`` in
-    the driver, hence the ``register()`` call here.
+    RLinf copies the driver's environment to its workers, so the variables are set in this
+    process's environment for them; dexrl's own code gets them from the return value. RLinf
+    loads ``ext_module`` only in workers; its ``validate_cfg`` checks ``model_type`` in the
+    driver, hence the ``register()`` call here.
 
     Args:
         cfg: The composed config (read only: model type for the error message).
@@ -116,7 +119,7 @@ def prepare(cfg: DictConfig, *, smoke: bool, ext_module: str = EXT_MODULE) -> di
         ext_module: RLinf extension module to register (tests pass their own).
 
     Returns:
-        The variables set.
+        The worker environment (:data:`WORKER_ENV_KEYS`).
     """
     from dexrl.config.compose import renders
     from dexrl.hub.libero_assets import use_libero_config_dir
@@ -141,14 +144,14 @@ def prepare(cfg: DictConfig, *, smoke: bool, ext_module: str = EXT_MODULE) -> di
     return env
 
 
-def _start_step(resume_from: Path | None) -> int:
+def _start_step(resume_from: Checkpoint | None) -> int:
+    """The step a launch continues from: its checkpoint's (complete only), 0 for a new run."""
     if resume_from is None:
         return 0
-    step = checkpoint_step(resume_from)
-    if step is None or not is_complete(resume_from):
+    if not resume_from.complete:
         raise DexrlError("not a complete checkpoint", "pass a complete .../global_step_N folder",
-                         where=str(resume_from), code="checkpoint-incomplete")
-    return step
+                         where=str(resume_from.path), code="checkpoint-incomplete")
+    return resume_from.step
 
 
 # Ray ----------------------------------------------------------------------------------------
@@ -260,7 +263,7 @@ def _validate(cfg: DictConfig) -> DictConfig:
     try:
         return validate_cfg(cfg)
     except (AssertionError, NotImplementedError, ValueError) as exc:
-        raise DexrlError(f"RLinf rejected the config: {' '.join(str(exc).split())}",
+        raise DexrlError(f"RLinf rejected the config: {one_line(exc, typed=False)}",
                          "fix the key it names; `dexrl validate ... --print` shows the config",
                          code="rlinf-config-rejected",
                          ) from None
@@ -300,20 +303,34 @@ def launch(
     cfg: DictConfig,
     run_dir: Path,
     *,
-    resume_from: Path | None = None,
+    total: int,
+    resume_from: Checkpoint | None = None,
+    smoke: bool = False,
     ray_address: str | None = None,
     verbose: bool = False,
     node_wait_s: float = 300.0,
     stall_timeout_s: float = 1800.0,
     on_progress: Callable[[Progress], None] | None = None,
+    ext_module: str = EXT_MODULE,
 ) -> int:
-    """Train with RLinf until ``runner.max_steps``; call :func:`prepare` first.
+    """Prepare this process, record the launch in the run folder and train with RLinf until step
+    ``total``.
+
+    In order: the worker environment and the driver-side registration of dexrl's policies
+    (:func:`_prepare`); the run's W&B id and ``run-state.json`` (kept current every step and
+    closed at the end, ``finished``, ``interrupted`` or ``failed``); then RLinf's pipeline under
+    the supervisor.
 
     Args:
         cfg: The composed config, its run-folder fields set by
             :func:`dexrl.runs.owned_keys.set_run_folder` for ``run_dir`` and ``resume_from``.
         run_dir: The run folder (created; RLinf's log path).
-        resume_from: A complete ``.../global_step_N`` checkpoint to continue from (step N+1).
+        total: The step the run stops at (:func:`dexrl.runs.resume_rules.planned_steps`; for a
+            resume, :func:`~dexrl.runs.resume_rules.check_steps_left`).
+        resume_from: The complete checkpoint to continue from (its step N; training starts at
+            N+1).
+        smoke: Probe the OpenGL backend (EGL, else OSMesa) instead of assuming EGL, when the
+            config renders.
         ray_address: Attach to this Ray cluster (else ``$RAY_ADDRESS``); without either, a
             private local Ray instance is started and stopped with the run.
         verbose: Let RLinf's and the workers' output reach the terminal instead of the log.
@@ -321,24 +338,50 @@ def launch(
         stall_timeout_s: Give up when no step (or start-up) finishes within this time.
         on_progress: Called in the calling thread for every :class:`Progress` event; its
             prints reach the terminal.
+        ext_module: RLinf extension module the driver and the workers load (tests pass their
+            own).
 
     Returns:
         0 when the run finished, 130 when interrupted with Ctrl-C (the run stays resumable).
 
     Raises:
-        DexrlError: missing nodes, unregistered policies in workers, a config RLinf rejects,
-            a failed worker, a stall. Ray is stopped before it propagates.
+        DexrlError: a policy that does not register, missing nodes, unregistered policies in
+            workers, a config RLinf rejects, a failed worker, a stall. Ray is stopped before it
+            propagates.
     """
-    if "RLINF_EXT_MODULE" not in os.environ:
-        raise RuntimeError("call dexrl.bridge.launch.driver.prepare() before launch()")
     run_dir = Path(os.path.abspath(run_dir))
-    check_run_folder(cfg, run_dir, resume_from)
-    run_dir.mkdir(parents=True, exist_ok=True)
+    check_run_folder(cfg, run_dir, resume_from.path if resume_from else None)
     start_step = _start_step(resume_from)
-    total = planned_steps(cfg) if resume_from is None else check_steps_left(cfg, start_step)
+    env = _prepare(cfg, smoke=smoke, ext_module=ext_module)
+    run_dir.mkdir(parents=True, exist_ok=True)
+    use_wandb_run_id(run_dir)
+    tracker = begin(run_dir, start_step)
+
+    def show(event: Progress) -> None:
+        if on_progress is not None:
+            on_progress(event)
+        if event.kind == "step":
+            tracker.step_done(event.step)
+
+    status = "failed"
+    try:
+        code = _supervised(cfg, run_dir, env, ext_module=ext_module, start_step=start_step,
+                           total=total, ray_address=ray_address, verbose=verbose,
+                           node_wait_s=node_wait_s, stall_timeout_s=stall_timeout_s,
+                           on_progress=show)
+        status = "finished" if code == 0 else "interrupted"
+    finally:
+        tracker.end(status)
+    return code
+
+
+def _supervised(cfg: DictConfig, run_dir: Path, env: Mapping[str, str], *, ext_module: str,
+                start_step: int, total: int, ray_address: str | None, verbose: bool,
+                node_wait_s: float, stall_timeout_s: float,
+                on_progress: Callable[[Progress], None]) -> int:
+    """Ray, RLinf's cluster and pipeline under the supervisor, output routed to the log."""
     address = _ray_address(ray_address)
     log_path = run_dir / LOG_FILE
-    env = {k: os.environ[k] for k in WORKER_ENV_KEYS if k in os.environ}
     output = Output(log_path, verbose)
     failure = FailureSignal()
     log_hint = "the terminal output above" if verbose else str(log_path)
@@ -356,7 +399,7 @@ def launch(
                 watch_private_ray(run_dir)
             phase("Ray and RLinf's cluster up")
             failure.install()
-            _check_workers_register(cfg, os.environ["RLINF_EXT_MODULE"], env)
+            _check_workers_register(cfg, ext_module, env)
             phase("extension module checked in the workers")
             cfg = _validate(cfg)
             phase("config validated by RLinf")

@@ -27,7 +27,7 @@ def check_dm0_settings(cfg: DictConfig) -> list[Finding]:
             "RLinf's libero_spatial_ppo_dexbotic_dm0.yaml ships 5 (dexrl's default follows it)",
             f"keep it to reproduce RLinf's DM0 PPO recipe, or set "
             f"actor.model.num_action_chunks={DM0_DOCUMENTED_CHUNKS} to act as DM0 is evaluated "
-            "(env max steps must stay divisible by it)"))
+            "(env max steps must stay divisible by it)", code="dm0-chunks-undocumented"))
     precision = str(_get(cfg, "actor.model.precision"))
     if precision in ("bf16", "bfloat16") and not _get(
             cfg, "actor.model.dexbotic.train_expert_only", True):
@@ -36,5 +36,6 @@ def check_dm0_settings(cfg: DictConfig) -> list[Finding]:
             "full DM0 fine-tuning in bf16 cannot be sharded by FSDP: DM0 keeps its vision stem "
             "and position embedding in fp32 next to bf16 weights of the same module",
             "keep actor.model.dexbotic.train_expert_only=true, or set actor.model.precision=fp32 "
-            "(with actor.fsdp_config.mixed_precision.param_dtype=bf16 for bf16 compute)"))
+            "(with actor.fsdp_config.mixed_precision.param_dtype=bf16 for bf16 compute)",
+            code="dm0-bf16-full-fine-tuning"))
     return findings

@@ -1,0 +1,364 @@
+"""dexrl's RLinf flow adapter (:mod:`dexrl.bridge.policies.flow`) on the tiny π0 and DM0: rollout
+and training calls, PPO invariants, freezing, the value head, RLinf's ``get_model`` and FSDP2.
+
+The tests that take ``model`` run on both; those pinned to π0 check the adapter's maths in depth
+(they hold for DM0's network as well: the same code). What one model alone adds is in
+``test_pi0.py`` and ``test_dm0.py``.
+"""
+
+from __future__ import annotations
+
+import contextlib
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+import torch
+from helpers.adapters import ADAPTERS, NUM_STEPS
+
+from dexrl.bridge.policies import dm0, pi0
+from dexrl.bridge.policies.chain import RLSettings, unpack_chains
+from dexrl.bridge.policies.flow import FlowRLPolicy
+from dexrl.checkpoints.policy import load_policy
+from dexrl.errors import DexrlError
+from dexrl.models.dm0.loader import keeps_float32
+from dexrl.models.dm0.tiny import TINY_PROMPT_LENGTH, TINY_VISION
+from dexrl.models.flow.sampling import time_grid
+from dexrl.models.transforms import actions_to_env
+
+CHUNK = 8  # chunk_size of the tiny checkpoints
+BUILDERS = {"pi0": pi0.build, "dm0": dm0.build}
+IMAGE = {"pi0": 32, "dm0": TINY_VISION.image_size}  # the towers' image sizes
+PROMPT = {"pi0": 16, "dm0": TINY_PROMPT_LENGTH}  # the checkpoints' prompt lengths
+TRAINABLE_PREFIXES = {
+    "pi0": ("model.action_expert.", "model.state_proj.", "model.action_in_proj.",
+            "model.action_time_mlp_in.", "model.action_time_mlp_out.", "model.action_out_proj.",
+            "value_head."),
+    "dm0": ("model.action_expert.", "model.action_in_proj.", "model.action_time_mlp_in.",
+            "model.action_time_mlp_out.", "model.action_out_proj.", "value_head."),
+}
+# What train_expert_only freezes (and full training reaches).
+FROZEN_PREFIXES = {
+    "pi0": ("model.mm_vision_tower.", "model.llm.layers."),
+    "dm0": ("model.mm_vision_tower.vision_tower.transformer.",
+            "model.mm_vision_tower.vision_tower.vit_downsampler1.",
+            "model.mm_vision_tower.vision_tower.vit_downsampler2.",
+            "model.mm_projector.", "model.llm.layers."),
+}
+PI0_ONLY = pytest.mark.parametrize("model", ["pi0"], indirect=True)
+
+
+@pytest.mark.parametrize("method", ["flow_sde", "flow_cps"])
+@pytest.mark.parametrize("joint", [False, True])
+def test_training_forward_reproduces_rollout_exactly(make_policy, rollout, method: str,
+                                                     joint: bool) -> None:
+    policy = make_policy(noise_method=method, joint_logprob=joint, ignore_last=method == "flow_cps")
+    policy.train()
+    steps = set()
+    for seed in range(4):
+        _, result = rollout(policy, seed)
+        out = policy(forward_inputs=result["forward_inputs"], compute_logprobs=True,
+                     compute_entropy=True, compute_values=True, use_cache=False)
+        steps.add(int(result["forward_inputs"]["denoise_inds"][0, 0]))
+        assert torch.equal(out["logprobs"], result["prev_logprobs"])
+        assert torch.equal(out["values"], result["prev_values"][:, 0])
+        assert result["prev_logprobs"].abs().min() > 0 and result["prev_values"].abs().min() > 0
+        assert out["entropy"].shape == (3, 1) and torch.isfinite(out["entropy"]).all()
+    if not joint:  # the value pass is shared with the scored step only when that step is 0
+        assert len(steps) > 1 and steps != {0}
+
+
+@PI0_ONLY
+def test_rows_of_different_calls_can_be_trained_together(make_policy, rollout) -> None:
+    policy = make_policy()
+    first, second = rollout(policy, 0)[1], rollout(policy, 3)[1]
+    inputs = {k: torch.cat([first["forward_inputs"][k], second["forward_inputs"][k]])
+              for k in first["forward_inputs"]}
+    assert inputs["denoise_inds"][:, 0].unique().numel() == 2  # rows scored at different steps
+    out = policy(forward_inputs=inputs)
+    expected = torch.cat([first["prev_logprobs"], second["prev_logprobs"]])
+    torch.testing.assert_close(out["logprobs"], expected, rtol=1e-5, atol=1e-4)
+    torch.testing.assert_close(
+        out["values"], torch.cat([first["prev_values"], second["prev_values"]])[:, 0])
+
+
+@pytest.mark.parametrize("joint", [True, False], ids=["joint", "one-step"])
+def test_output_shapes_and_forward_inputs(model: str, make_policy, rollout, env_obs,
+                                          joint: bool) -> None:
+    policy = make_policy(joint_logprob=joint)
+    steps = NUM_STEPS[model]
+    actions, result = rollout(policy, 0, batch=2)
+    assert actions.shape == (2, 5, 7) and actions.dtype == torch.float32
+    assert result["prev_logprobs"].shape == (2, 5, 7)
+    assert result["prev_logprobs"].dtype == torch.float32
+    assert result["prev_values"].shape == (2, 1) and result["prev_values"].dtype == torch.float32
+    size = IMAGE[model]
+    expected = {
+        "images": ((2, 2, size, size, 3), torch.uint8),
+        "tokens": ((2, PROMPT[model]), torch.int64),
+        "token_mask": ((2, PROMPT[model]), torch.bool),
+        "state": ((2, 32), torch.float32),
+        "sample_ids": ((2,), torch.int64),
+        "chains_bits": ((2, steps + 1, CHUNK, 32), torch.int32),
+        "denoise_inds": ((2, steps if joint else 1), torch.int64),
+    }
+    inputs = result["forward_inputs"]
+    assert {k: (tuple(v.shape), v.dtype) for k, v in inputs.items()} == expected
+    if joint:
+        assert inputs["denoise_inds"].tolist() == [list(range(steps))] * 2
+    # The executed actions are the chain's last step, denormalized and made absolute.
+    final = unpack_chains(inputs["chains_bits"])[:, -1]
+    states = env_obs(2, 0)["states"]
+    assert torch.equal(actions,
+                       actions_to_env(final, states, policy.flow.norm_stats, "mean_std", 5))
+    _, other = rollout(policy, 1, batch=3)
+    for key, value in inputs.items():
+        assert torch.cat([value, other["forward_inputs"][key]]).shape[0] == 5
+
+
+@pytest.mark.parametrize(("model", "norm_mode"),
+                         [("pi0", "mean_std"), ("dm0", "mean_std"), ("dm0", "quantile")],
+                         indirect=["model"])
+def test_eval_is_deterministic_and_equals_the_inference_policy(model: str, model_dir: Path,
+                                                               model_cfg, rollout, env_obs,
+                                                               norm_mode: str) -> None:
+    """Built from the shipped config (DM0's prompt length 200, not the checkpoint's 64): the
+    padding is masked, so eval actions equal ``load_policy(...).predict`` with the checkpoint's
+    length."""
+    policy = BUILDERS[model](model_cfg(f"dexbotic.norm_mode={norm_mode}"))
+    assert policy.flow.norm_mode == norm_mode
+    prompt = 200 if model == "dm0" else PROMPT[model]
+    assert policy.flow.tokenizer.model_max_length == prompt
+    first_actions, first = rollout(policy, 0, do_sample=False)
+    again_actions, again = rollout(policy, 1, obs_seed=0, do_sample=False)  # other RNG state
+    assert torch.equal(first_actions, again_actions)
+    assert torch.equal(first["forward_inputs"]["chains_bits"],
+                       again["forward_inputs"]["chains_bits"])
+    assert torch.equal(first["prev_logprobs"], torch.zeros(3, 5, 7))
+    assert (first["forward_inputs"]["denoise_inds"] == -1).all()
+    assert first["forward_inputs"]["tokens"].shape == (3, prompt)
+    assert torch.equal(rollout(policy, 2, obs_seed=0, mode="eval")[0], first_actions)
+    sampled = rollout(policy, 0, do_sample=True)[0]
+    assert not torch.allclose(sampled, first_actions)
+    with pytest.raises(DexrlError) as err:  # (DM0's shipped config has no value head)
+        policy(forward_inputs=first["forward_inputs"], compute_values=policy.has_value_head)
+    assert err.value.code == "policy-forward-inputs-not-stochastic"
+
+    noise = torch.randn(3, CHUNK, 32, generator=torch.Generator().manual_seed(5))
+    actions, _ = policy.predict_action_batch(env_obs(3), do_sample=False, noise=noise)
+    reference = load_policy(model_dir, norm_mode=norm_mode).predict(
+        env_obs(3), noise=noise, num_steps=policy.settings.num_steps, num_action_chunks=5)
+    torch.testing.assert_close(actions, reference["actions"], rtol=1e-5, atol=1e-5)
+
+
+@PI0_ONLY
+def test_ode_steps_are_euler_and_small_noise_reduces_to_them(make_policy, rollout,
+                                                             env_obs) -> None:
+    policy = make_policy()
+    noise = torch.randn(3, CHUNK, 32, generator=torch.Generator().manual_seed(2))
+    _, result = policy.predict_action_batch(env_obs(3), mode="eval", noise=noise)
+    chains = unpack_chains(result["forward_inputs"]["chains_bits"])
+    network = policy.flow.network
+    obs = policy._observation(result["forward_inputs"])
+    cache = network.encode_prefix(obs)
+    grid = time_grid(4)
+    with torch.no_grad():
+        for k in range(4):
+            velocity = network.denoise_step(cache, obs.state, chains[:, k], grid[k].expand(3))[0]
+            euler = chains[:, k] + velocity * (grid[k + 1] - grid[k])
+            torch.testing.assert_close(chains[:, k + 1], euler, rtol=0, atol=1e-6)
+
+    for method in ("flow_sde", "flow_cps"):
+        exact = make_policy(noise_method=method, noise_level=0.0)
+        _, zero = rollout(exact, 3, obs_seed=0, mode="train", noise=noise)
+        assert torch.equal(unpack_chains(zero["forward_inputs"]["chains_bits"]), chains)
+        small = make_policy(noise_method=method, noise_level=1e-5)
+        _, near = rollout(small, 3, obs_seed=0, mode="train", noise=noise)
+        near_chains = unpack_chains(near["forward_inputs"]["chains_bits"])
+        torch.testing.assert_close(near_chains, chains, rtol=0, atol=1e-4)
+        assert not torch.equal(near_chains, chains)
+
+
+def test_train_expert_only_freezes_the_prefix(model: str, make_policy, rollout) -> None:
+    trainable_prefixes, frozen_prefixes = TRAINABLE_PREFIXES[model], FROZEN_PREFIXES[model]
+    policy = make_policy(train_expert_only=True, detach_critic_input=False)
+    names = {n for n, _ in policy.named_parameters()}
+    trainable = {n for n, p in policy.named_parameters() if p.requires_grad}
+    assert trainable == {n for n in names if n.startswith(trainable_prefixes)}
+    assert all(any(n.startswith(p) for n in names) for p in frozen_prefixes)
+    assert all(n.startswith(("model.", "value_head.")) for n in names)  # checkpoint key names
+    policy.train()
+    out = policy(forward_inputs=rollout(policy, 3)[1]["forward_inputs"])
+    (out["logprobs"].sum() + out["values"].sum()).backward()
+    assert {n for n, p in policy.named_parameters() if p.grad is not None} == trainable
+
+    full = make_policy(train_expert_only=False)
+    full.train()
+    out = full(forward_inputs=rollout(full, 3)[1]["forward_inputs"])
+    out["logprobs"].sum().backward()
+    grads = {n for n, p in full.named_parameters() if p.grad is not None}
+    for prefix in frozen_prefixes:
+        assert any(n.startswith(prefix) for n in grads), prefix
+
+
+@PI0_ONLY
+@pytest.mark.parametrize("detach", [True, False])
+def test_detach_critic_input_decides_where_value_gradients_go(model: str, model_dir: Path,
+                                                              rollout, detach: bool) -> None:
+    """A freshly built policy (its own value-head init): true keeps the value loss in the head;
+    false sends it into the action expert from the first update (a zero-initialised head sent
+    nothing there), never into the frozen prefix."""
+    policy = ADAPTERS[model](load_policy(model_dir),
+                             RLSettings(num_steps=4, num_action_chunks=5,
+                                        detach_critic_input=detach))
+    for seed in (0, 3):  # the scored step is 0 for one call and not for the other
+        policy.zero_grad(set_to_none=True)
+        out = policy(forward_inputs=rollout(policy, seed)[1]["forward_inputs"],
+                     compute_logprobs=False)
+        (out["values"] - 1.0).square().mean().backward()
+        reached = {n for n, p in policy.named_parameters()
+                   if p.grad is not None and p.grad.abs().sum() > 0}
+        head = {"value_head.weight", "value_head.bias"}
+        if detach:
+            assert reached == head
+        else:
+            assert head < reached and any(n.startswith("model.action_expert.") for n in reached)
+            assert all(n.startswith(TRAINABLE_PREFIXES[model]) for n in reached)
+
+
+@PI0_ONLY
+def test_value_head_init_is_small_nonzero_and_the_same_in_every_build(model: str,
+                                                                       model_dir: Path) -> None:
+    adapter = ADAPTERS[model]
+    heads = [adapter(load_policy(model_dir), RLSettings(num_action_chunks=5)).value_head
+             for _ in range(2)]
+    torch.manual_seed(123)  # the global RNG does not matter
+    third = adapter(load_policy(model_dir), RLSettings(num_action_chunks=5)).value_head
+    for head in (heads[1], third):
+        assert torch.equal(head.weight, heads[0].weight) and torch.equal(head.bias, heads[0].bias)
+    weight = heads[0].weight
+    assert (weight != 0).all() and 0.005 < weight.std() < 0.05 and (heads[0].bias == 0).all()
+
+
+@PI0_ONLY
+def test_without_value_head(make_policy, rollout) -> None:
+    policy = make_policy(add_value_head=False)
+    assert not hasattr(policy, "value_head")  # RLinf's bootstrap check
+    _, result = rollout(policy, 0)
+    assert torch.equal(result["prev_values"], torch.zeros(3, 1))
+    assert policy(forward_inputs=result["forward_inputs"], compute_values=False)["values"] is None
+    with pytest.raises(DexrlError) as err:
+        policy(forward_inputs=result["forward_inputs"], compute_values=True)
+    assert err.value.code == "policy-no-value-head"
+
+
+@pytest.mark.parametrize(("model", "precision", "dtypes"), [
+    ("pi0", "fp32", {torch.float32}), ("pi0", "bf16", {torch.bfloat16}),
+    ("pi0", None, {torch.float32}), ("dm0", "fp32", {torch.float32}),
+    ("dm0", "bf16", {torch.bfloat16, torch.float32}),
+], indirect=["model"])
+def test_rlinf_get_model_builds_dexrls_registered_policy(model: str, model_cfg, env_obs,
+                                                         precision: str | None,
+                                                         dtypes: set) -> None:
+    """dexrl's adapter, for DM0 in place of RLinf's built-in ``dexbotic_dm0``, with the shipped
+    config's settings."""
+    import rlinf.models
+
+    from dexrl.bridge import registry
+
+    model_type = f"dexbotic_{model}"
+    assert model_type in registry.register()
+    assert registry.registered_model_types([model_type]) == [model_type]
+    cfg = model_cfg()
+    cfg.precision = precision
+    built = rlinf.models.get_model(cfg)
+    assert isinstance(built, ADAPTERS[model]) and built.flow.network is not None
+    assert {p.dtype for p in built.parameters()} == dtypes
+    if len(dtypes) > 1:  # DM0's rule: vision stem, position embedding, RMSNorms stay fp32
+        fp32 = {n for n, p in built.named_parameters() if p.dtype == torch.float32}
+        assert fp32 and fp32 == {n for n, _ in built.named_parameters() if keeps_float32(n)}
+    assert built.settings.noise_level == cfg.dexbotic.noise_level
+    assert built.settings.num_steps == cfg.num_steps
+    assert built.has_value_head == cfg.add_value_head
+    assert built.flow.network.attention == cfg.dexbotic.attention == "eager"
+    assert built.prefix_store.settings.device_gb == cfg.dexbotic.prefix_cache.device_gb
+    actions, result = built.predict_action_batch(env_obs(2))
+    assert actions.shape == (2, 5, cfg.action_dim)
+    assert result["prev_logprobs"].dtype == torch.float32
+
+
+@contextlib.contextmanager
+def _single_process_group(tmp_path: Path) -> Iterator[None]:
+    import torch.distributed as dist
+
+    dist.init_process_group("gloo", init_method=f"file://{tmp_path / 'pg'}", rank=0,
+                            world_size=1)
+    try:
+        yield
+    finally:
+        dist.destroy_process_group()
+
+
+def _fsdp2(policy: FlowRLPolicy, dtype: torch.dtype) -> FlowRLPolicy:
+    """Wrap with RLinf's own FSDP2 code, with mixed precision as RLinf's actor sets it."""
+    from rlinf.hybrid_engines.fsdp.utils import apply_fsdp2_to_model
+    from torch.distributed.device_mesh import init_device_mesh
+    from torch.distributed.fsdp import MixedPrecisionPolicy, OffloadPolicy
+
+    precision = MixedPrecisionPolicy(param_dtype=dtype, reduce_dtype=dtype,
+                                     cast_forward_inputs=True)
+    return apply_fsdp2_to_model(policy, {}, init_device_mesh("cpu", (1,)), precision,
+                                OffloadPolicy(), reshard_after_forward=True)
+
+
+@pytest.mark.parametrize("dtype", [torch.float32, torch.bfloat16], ids=["fp32", "bf16"])
+def test_fsdp2_training_reproduces_the_rollout(model: str, make_policy, rollout,
+                                               tmp_path: Path, dtype: torch.dtype) -> None:
+    """RLinf's own FSDP2 wrapping: the model's units gather their shards and the chains survive
+    the cast of the forward inputs, so the first ratio is exactly 1 — except DM0 in bf16, whose
+    fp32 RMSNorms get units of their own (FSDP2 fails otherwise) that FSDP computes in bf16, so
+    the re-scored log-probs are only close to the rollout's."""
+    from torch.distributed.fsdp import FSDPModule
+
+    _, result = rollout(make_policy(dtype), 3)
+    with _single_process_group(tmp_path):
+        wrapped = _fsdp2(make_policy(dtype), dtype)
+        units = {type(m).__name__ for m in wrapped.modules() if isinstance(m, FSDPModule)}
+        # FSDP2 renames the classes it wraps.
+        assert {f"FSDP{name}" for name in ADAPTERS[model]._no_split_modules} <= units
+        wrapped.train()
+        out = wrapped(forward_inputs=result["forward_inputs"], compute_values=True)
+        if (model, dtype) != ("dm0", torch.bfloat16):
+            assert torch.equal(out["logprobs"], result["prev_logprobs"])
+            assert torch.equal(out["values"], result["prev_values"][:, 0])
+        else:
+            torch.testing.assert_close(out["logprobs"], result["prev_logprobs"], rtol=0,
+                                       atol=2e-2)
+        (out["logprobs"].sum() + out["values"].sum()).backward()
+        grads = {n for n, p in wrapped.named_parameters() if p.grad is not None}
+        assert grads and all(n.startswith(TRAINABLE_PREFIXES[model]) for n in grads)
+
+
+@PI0_ONLY
+def test_fsdp2_epochs_reuse_the_prefix_and_still_reproduce_the_rollout(make_policy, rollout,
+                                                                       tmp_path: Path) -> None:
+    """Through RLinf's FSDP2 wrapping (fp32): the step hook reaches the policy, the second epoch
+    takes the prefix from the cache (the frozen LLM's units are not gathered for it), and both
+    epochs give the rollout's log-probs and values exactly, and the same gradients."""
+    _, result = rollout(make_policy(), 3)
+    with _single_process_group(tmp_path):
+        wrapped = _fsdp2(make_policy(), torch.float32)
+        wrapped.train()
+        wrapped.set_global_step(0)
+        grads = []
+        for _ in range(2):
+            out = wrapped(forward_inputs=result["forward_inputs"], compute_values=True)
+            assert torch.equal(out["logprobs"], result["prev_logprobs"])
+            assert torch.equal(out["values"], result["prev_values"][:, 0])
+            (out["logprobs"].sum() + out["values"].sum()).backward()
+            grads.append({n: p.grad.full_tensor().clone() for n, p in wrapped.named_parameters()
+                          if p.grad is not None})
+            wrapped.zero_grad()
+        assert (wrapped.prefix_store.computed_rows, wrapped.prefix_store.reused_rows) == (3, 3)
+        assert grads[0].keys() == grads[1].keys()
+        assert all(torch.equal(g, grads[1][n]) for n, g in grads[0].items())

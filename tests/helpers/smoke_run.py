@@ -1,0 +1,52 @@
+"""Run one dexrl launch in this process (the smoke tests start it as a subprocess).
+
+Usage: python smoke_run.py RUN_DIR train|resume [override ...]
+
+``$DEXRL_SMOKE_EXT`` names the RLinf extension module (default: dexrl's own),
+``$DEXRL_SMOKE_STALL_S`` the stall timeout (default 600 s), ``$DEXRL_SMOKE_CONFIG`` the shipped
+config to overlay (default: LIBERO-Spatial π0).
+"""
+
+from __future__ import annotations
+
+import os
+import sys
+from pathlib import Path
+
+from dexrl.bridge.launch.driver import launch
+from dexrl.bridge.registry import EXT_MODULE
+from dexrl.config.compose import compose
+from dexrl.runs.checkpoints import pick_checkpoint
+from dexrl.runs.opened import open_run
+from dexrl.runs.owned_keys import set_run_folder
+from dexrl.runs.resume_rules import check_steps_left, planned_steps
+from dexrl.training.progress import ProgressPrinter
+
+CONFIG = os.environ.get("DEXRL_SMOKE_CONFIG", "libero_spatial_ppo_dexbotic_pi0")
+
+
+def main(run_dir: str, mode: str, *overrides: str) -> int:
+    ext = os.environ.get("DEXRL_SMOKE_EXT", EXT_MODULE)
+    if mode == "train":
+        cfg = compose(CONFIG, ["+smoke=cpu", *overrides])
+        resume, total = None, planned_steps(cfg)
+    else:
+        from omegaconf import OmegaConf
+
+        cfg = OmegaConf.merge(open_run(run_dir).config, OmegaConf.from_dotlist(list(overrides)))
+        resume = pick_checkpoint(Path(run_dir))
+        total = check_steps_left(cfg, resume.step)
+    set_run_folder(cfg, Path(run_dir), resume.path if resume else None)
+    stall_s = float(os.environ.get("DEXRL_SMOKE_STALL_S", "600"))
+    return launch(cfg, Path(run_dir), total=total, resume_from=resume, smoke=True,
+                  ext_module=ext, stall_timeout_s=stall_s, on_progress=ProgressPrinter())
+
+
+if __name__ == "__main__":
+    from dexrl.errors import DexrlError
+
+    try:
+        sys.exit(main(*sys.argv[1:]))
+    except DexrlError as exc:
+        print(exc.render(), file=sys.stderr)
+        sys.exit(2)
