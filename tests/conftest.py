@@ -10,6 +10,7 @@ import subprocess
 import sys
 from collections.abc import Callable, Iterator
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -148,3 +149,31 @@ def pytest_runtest_protocol(item: pytest.Item) -> Iterator[None]:
     finally:
         subprocess.Popen.__init__ = popen_init  # type: ignore[method-assign]
         multiprocessing.process.BaseProcess.start = process_start  # type: ignore[method-assign]
+
+
+# LIBERO-like observations and a policy's actions on them (evaluation and checkpoint tests).
+@pytest.fixture
+def env_obs() -> dict:
+    """Two LIBERO-like observations (the packages below may define their own)."""
+    import numpy as np
+
+    rng = np.random.default_rng(0)
+    return {"main_images": rng.integers(0, 256, (2, 64, 64, 3), dtype=np.uint8),
+            "wrist_images": rng.integers(0, 256, (2, 64, 64, 3), dtype=np.uint8),
+            "states": rng.normal(size=(2, 8)).astype(np.float32),
+            "task_descriptions": ["pick up the black bowl", "open the top drawer"]}
+
+
+@pytest.fixture
+def actions(env_obs: dict) -> Callable[[object], Any]:
+    """Deterministic actions of a policy on :func:`env_obs` (fixed noise, 3 denoising steps)."""
+
+    import torch
+
+    def act(policy) -> torch.Tensor:  # noqa: ANN001 - a FlowPolicy
+        config = policy.network.config
+        noise = torch.randn((2, config.chunk_size, config.action_dim),
+                            generator=torch.Generator().manual_seed(0))
+        return policy.predict(env_obs, noise=noise, num_steps=3)["actions"]
+
+    return act
