@@ -28,21 +28,29 @@ FINDINGS_HEADING = "## Finding codes"
 def raise_site_codes(source: str, name: str = "<string>") -> tuple[list[str], list[str]]:
     """(codes, problems) of the ``DexrlError(...)`` calls in ``source``: a problem is a call
     without a ``code=`` keyword, with one that is not a string literal, or of the wrong shape."""
-    codes, problems = [], []
+    codes: list[str] = []
+    problems: list[str] = []
     for node in ast.walk(ast.parse(source, filename=name)):
-        if not (isinstance(node, ast.Call) and getattr(node.func, "id", None) == "DexrlError"
-                or isinstance(node, ast.Call) and getattr(node.func, "attr", None) == "DexrlError"):
-            continue
-        kw = next((k for k in node.keywords if k.arg == "code"), None)
-        if kw is None:
-            problems.append(f"{name}:{node.lineno}: DexrlError(...) without code=")
-        elif not (isinstance(kw.value, ast.Constant) and isinstance(kw.value.value, str)):
-            problems.append(f"{name}:{node.lineno}: code= is not a string literal")
-        elif not CODE.match(kw.value.value):
-            problems.append(f"{name}:{node.lineno}: code {kw.value.value!r} is not kebab-case")
-        else:
-            codes.append(kw.value.value)
+        if _called(node) == "DexrlError":
+            _literal_code(_code_keyword(node), f"{name}:{node.lineno}", "DexrlError(...)",
+                          codes, problems, name_the_call=False)
     return codes, problems
+
+
+def _literal_code(kw: ast.keyword | None, place: str, call: str, codes: list[str],
+                  problems: list[str], *, name_the_call: bool = True) -> None:
+    """Add the literal kebab-case code of ``kw`` (of ``call`` at ``place``) to ``codes``, or what
+    is wrong to ``problems`` (naming the call only where it is missing, unless
+    ``name_the_call``)."""
+    where = f"{place}: {call}" if name_the_call else place
+    if kw is None:
+        problems.append(f"{place}: {call} without code=")
+    elif not (isinstance(kw.value, ast.Constant) and isinstance(kw.value.value, str)):
+        problems.append(f"{where}: code= is not a string literal")
+    elif not CODE.match(kw.value.value):
+        problems.append(f"{where}: code {kw.value.value!r} is not kebab-case")
+    else:
+        codes.append(kw.value.value)
 
 
 def _package_codes(
@@ -102,23 +110,16 @@ def finding_site_codes(source: str, name: str = "<string>") -> tuple[list[str], 
             if kw and isinstance(kw.value, ast.Name) and kw.value.id in params:
                 helpers.add(func.name)
                 passed_on.add(id(node))
-    codes, problems = [], []
+    codes: list[str] = []
+    problems: list[str] = []
     for node in ast.walk(tree):
         called = _called(node)
         if called != "Finding" and called not in helpers or id(node) in passed_on:
             continue
         kw = _code_keyword(node)
-        where = f"{name}:{node.lineno}: {called}(...)"
-        if kw is None:
-            problems.append(f"{where} without code=")
-        elif isinstance(kw.value, ast.Attribute) and kw.value.attr == "code":
+        if kw is not None and isinstance(kw.value, ast.Attribute) and kw.value.attr == "code":
             continue  # the code of the DexrlError the finding is made from
-        elif not (isinstance(kw.value, ast.Constant) and isinstance(kw.value.value, str)):
-            problems.append(f"{where}: code= is not a string literal")
-        elif not CODE.match(kw.value.value):
-            problems.append(f"{where}: code {kw.value.value!r} is not kebab-case")
-        else:
-            codes.append(kw.value.value)
+        _literal_code(kw, f"{name}:{node.lineno}", f"{called}(...)", codes, problems)
     return codes, problems
 
 
