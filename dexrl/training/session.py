@@ -111,8 +111,9 @@ def gpu_count() -> int:
 def smoke_checkpoint_path(run_dir: Path, model_type: str) -> Path | None:
     """Where ``--smoke`` writes the policy's tiny random checkpoint, if it needs one.
 
-    The hook is the registry entry's ``smoke_checkpoint`` (``"module:function"``, called with the
-    target path); a policy without one trains from its model config alone.
+    The hook is the registry entry's ``smoke_checkpoint`` (a :data:`dexrl.specs.Reference` to a
+    function called with the target path); a policy without one trains from its model config
+    alone.
     """
     return run_dir / SMOKE_CHECKPOINT if get_policy(model_type).smoke_checkpoint else None
 
