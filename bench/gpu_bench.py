@@ -1,7 +1,9 @@
 """One command for the GPU rows of bench/README.md: π0 and DM0 rollout calls eager, compiled and
 graphed, a training micro-batch with and without the prefix cache, and peak memory.
 
-Run by hand on one CUDA GPU (real sizes, random weights, bf16; about 6 minutes on an H100):
+Run by hand on one CUDA GPU (real sizes, random weights, bf16; on an H100 each compiled batch
+size takes 1–2.5 minutes to compile, so split a short GPU session with ``--models``,
+``--engines`` and ``--batches``):
 
     python3 bench/gpu_bench.py --json gpu-bench.json
 
