@@ -8,13 +8,14 @@ Adding a verb is one row in :data:`VERBS` (a module with ``mount(app)``, as ever
 from __future__ import annotations
 
 import importlib
+import os
 from typing import Any, NoReturn
 
 import typer
 from typer.core import TyperCommand, TyperGroup
 
 from dexrl import __version__
-from dexrl.errors import DexrlError
+from dexrl.errors import DexrlError, disk_full_cause, disk_full_error, disk_full_folder
 
 # verb -> (module that mounts it, the one-line summary `dexrl --help` shows). The summary is the
 # first line of the verb function's docstring; tests/commands/test_cli.py keeps the two in sync.
@@ -99,9 +100,11 @@ def load_verb(name: str) -> TyperCommand:
 class _DexrlGroup(TyperGroup):
     """Lazy verbs, and every expected failure rendered once: ``error:``/``hint:``, exit 2.
 
-    That covers DexrlError from any command and click's usage errors (unknown verbs and flags,
-    missing or invalid values). A DexrlError of a verb given ``--json`` is also printed as a
-    ``dexrl.error/1`` document on stdout, so a script reading stdout gets JSON either way.
+    That covers DexrlError from any command, click's usage errors (unknown verbs and flags,
+    missing or invalid values) and a full disk (an ENOSPC/EDQUOT OSError escaping a verb becomes
+    the ``disk-full`` DexrlError). A DexrlError of a verb given ``--json`` is also printed as a
+    ``dexrl.error/1`` document on stdout, so a script reading stdout gets JSON either way. Ctrl-C
+    in a verb prints ``interrupted`` and exits 130 (train and resume answer it themselves).
     """
 
     def __init__(self, **attrs: Any) -> None:
@@ -132,14 +135,29 @@ class _DexrlGroup(TyperGroup):
         try:
             return super().invoke(ctx)
         except DexrlError as exc:
-            typer.echo(exc.render(), err=True)
-            if ctx.meta.get(_JSON_META):
-                from dexrl.console import print_json
-
-                print_json(ERROR_SCHEMA, **exc.document())
-            raise typer.Exit(exc.exit_code) from None
+            _fail(exc, ctx)
         except typer.TyperException as exc:
             _usage_error(exc, ctx)
+        except KeyboardInterrupt:  # click would print "Aborted!" and exit 1
+            typer.echo("interrupted", err=True)
+            raise typer.Exit(130) from None
+        except (typer.Exit, typer.Abort):  # a verb's own exit status (it said why already)
+            raise
+        except Exception as exc:  # an ENOSPC OSError, or what was raised while handling one
+            full = disk_full_cause(exc)
+            if full is None:
+                raise
+            _fail(disk_full_error(disk_full_folder(full, os.getcwd())), ctx)
+
+
+def _fail(exc: DexrlError, ctx: Any) -> NoReturn:
+    """Print ``exc`` (and its ``dexrl.error/1`` document for a verb given --json); exit 2."""
+    typer.echo(exc.render(), err=True)
+    if ctx.meta.get(_JSON_META):
+        from dexrl.console import print_json
+
+        print_json(ERROR_SCHEMA, **exc.document())
+    raise typer.Exit(exc.exit_code) from None
 
 
 def _usage_error(exc: typer.TyperException, ctx: Any) -> NoReturn:

@@ -156,7 +156,12 @@ def draw(runs: list[RunCurves], out: Path) -> Path:
                frameon=False)
     try:
         with durable.replacing(Path(out)) as tmp:
-            fig.savefig(tmp, dpi=80, format="png")
+            try:
+                fig.savefig(tmp, dpi=80, format="png")
+            except OSError as exc:  # a failed write names no file: name the PNG's
+                if exc.filename is not None or exc.errno is None:
+                    raise
+                raise OSError(exc.errno, exc.strerror, str(out)) from exc
     finally:
         plt.close(fig)
     return Path(out)

@@ -3,6 +3,8 @@ the fix and a stable code) and :class:`Finding` (one problem a check found)."""
 
 from __future__ import annotations
 
+import errno
+import os
 from dataclasses import dataclass, field
 from typing import Any, Literal
 
@@ -120,3 +122,56 @@ def findings_from(exc: DexrlError, where: str) -> list[Finding]:
     hint = exc.hint or "restore the file from the original checkpoint"
     lines = [f"{exc.message}: {d}" for d in exc.details] or [exc.message]
     return [Finding("error", exc.where or where, line, hint, code=exc.code) for line in lines]
+
+
+DISK_FULL_ERRNOS = frozenset({errno.ENOSPC, errno.EDQUOT})
+
+
+def disk_full_cause(exc: BaseException | None) -> OSError | None:
+    """The full disk or exhausted quota (ENOSPC, EDQUOT) ``exc`` is or was raised from (through
+    ``__cause__``/``__context__``), one naming its file first; an error that carries the errno
+    only in its text (:func:`disk_full_in_text`) counts too. None when there is none."""
+    found: list[OSError] = []
+    seen: set[int] = set()
+    while exc is not None and id(exc) not in seen:
+        seen.add(id(exc))
+        if isinstance(exc, OSError) and exc.errno in DISK_FULL_ERRNOS:
+            found.append(exc)
+        elif (from_text := disk_full_in_text(str(exc))) is not None:
+            found.append(from_text)
+        exc = exc.__cause__ or exc.__context__
+    return next((f for f in found if f.filename), found[0] if found else None)
+
+
+def disk_full(exc: BaseException | None) -> bool:
+    """Whether ``exc`` is, or was raised from, a full disk (:func:`disk_full_cause`)."""
+    return disk_full_cause(exc) is not None
+
+
+def disk_full_in_text(text: str, path: str | os.PathLike[str] | None = None) -> OSError | None:
+    """The full disk an error's ``text`` reports where the error itself carries no errno (Rust
+    libraries' "(os error 28)", a copy's gathered "[Errno 28] ..." lines), as an OSError at
+    ``path``; None when the text reports none."""
+    for code in sorted(DISK_FULL_ERRNOS):
+        if f"(os error {code})" in text or f"[Errno {code}]" in text:
+            return OSError(code, os.strerror(code), *([str(path)] if path is not None else []))
+    return None
+
+
+def disk_full_folder(exc: BaseException, default: str | os.PathLike[str]) -> str:
+    """The folder a disk-full ``exc`` was writing into (its file's folder), else ``default``."""
+    name = getattr(exc, "filename", None)
+    if isinstance(name, bytes):
+        name = os.fsdecode(name)
+    if not isinstance(name, str) or not name:
+        return str(default)
+    return name if os.path.isdir(name) else (os.path.dirname(name) or str(default))
+
+
+def disk_full_error(folder: str | os.PathLike[str], *, facts: list[str] | None = None,
+                    hint: str | None = None) -> DexrlError:
+    """The one ``[disk-full]`` error: the folder that could not be written and what dexrl knows
+    (``facts``: the space a save needs, the last complete checkpoint), joined into one line."""
+    message = "; ".join([f"the disk is full: cannot write to {folder}", *(facts or [])])
+    return DexrlError(message, hint or "free space on that disk (or write to a larger one), "
+                      "then run the command again", code="disk-full")

@@ -20,7 +20,7 @@ from safetensors.torch import save_file
 from dexrl.checkpoints.loading import read_training_weights
 from dexrl.checkpoints.policy import is_unused_key, unused_key_patterns
 from dexrl.checkpoints.sources import EXPORT_MANIFEST, CheckpointSource
-from dexrl.errors import DexrlError
+from dexrl.errors import DexrlError, disk_full_in_text
 from dexrl.hub.manifest import MANIFEST_NAME
 from dexrl.runs import durable
 
@@ -110,15 +110,28 @@ def export_checkpoint(source: CheckpointSource, out: Path, *, keep_value_head: b
     with durable.staged_folder(out) as partial:
         _copy_base_files(source.model_dir, partial)
         _set_config_dtype(partial / "config.json", dtype)
-        save_file(tensors, str(partial / WEIGHTS_FILE), metadata={"format": "pt"})
+        _save_file(tensors, partial / WEIGHTS_FILE)
         if keep_value_head and head:
-            save_file({k: v.contiguous() for k, v in head.items()},
-                      str(partial / VALUE_HEAD_FILE), metadata={"format": "pt"})
+            _save_file({k: v.contiguous() for k, v in head.items()}, partial / VALUE_HEAD_FILE)
         manifest = _manifest(source, len(tensors), from_base, bool(keep_value_head and head),
                              dtype, results)
         (partial / EXPORT_MANIFEST).write_text(json.dumps(manifest, indent=2, default=str) + "\n")
         (partial / CARD_FILE).write_text(model_card(manifest, results_data), encoding="utf-8")
     return Exported(out, len(tensors), from_base, bool(keep_value_head and head), dtype, results)
+
+
+def _save_file(tensors: dict[str, torch.Tensor], path: Path) -> None:
+    """safetensors' ``save_file``, its I/O errors as OSError: it reports a full disk as a
+    SafetensorError carrying Rust's "(os error 28)"."""
+    from safetensors import SafetensorError
+
+    try:
+        save_file(tensors, str(path), metadata={"format": "pt"})
+    except SafetensorError as exc:
+        full = disk_full_in_text(str(exc), path)
+        if full is None:
+            raise
+        raise full from exc
 
 
 def _dexbotic_state(source: CheckpointSource, trained: dict[str, torch.Tensor]
@@ -166,7 +179,15 @@ def _copy_base_files(base: Path, dest: Path) -> None:
         return [n for n in names if n.startswith(".") or n in _NOT_COPIED
                 or n.endswith(".safetensors")]
 
-    shutil.copytree(base, dest, ignore=ignore, dirs_exist_ok=True)
+    try:
+        shutil.copytree(base, dest, ignore=ignore, dirs_exist_ok=True)
+    except shutil.Error as exc:  # every file's OSError, as text: a full disk is an OSError again
+        entries = exc.args[0] if exc.args and isinstance(exc.args[0], list) else []
+        found = (disk_full_in_text(str(why), Path(dst)) for *_, dst, why in entries)
+        full = next((f for f in found if f is not None), None)
+        if full is None:
+            raise
+        raise full from exc
 
 
 def _set_config_dtype(config: Path, dtype: str) -> None:

@@ -13,6 +13,7 @@ from typing import TYPE_CHECKING
 import typer
 
 from dexrl.console import console
+from dexrl.errors import DexrlError, disk_full, disk_full_error, disk_full_folder
 
 if TYPE_CHECKING:
     from rich.console import Console
@@ -98,20 +99,40 @@ def eval_command(
         env_overrides=tuple(overrides or ()))
     log = _temporary_log()
     claimed: list[Path] = []  # the output folder, once the evaluation has started writing it
+    out_dir: list[Path] = []  # the output folder, once known
     try:
         # Third-party output (robosuite, gym, warnings, the env subprocesses) goes to the log.
         with Output(log, request.verbose) as output:
             out_console = console(file=output.stream())
             prepared = session.prepare(request)
+            out_dir.append(prepared.out)
             _describe_source(prepared.source, out_console)
             out_console.print(report.settings_table(prepared.settings.record()))
             results = _run(prepared, session, console(stderr=True, file=output.stream(err=True)),
                            on_claimed=lambda: claimed.append(prepared.out))
             _show_results(results, prepared.out, out_console)
+    except OSError as exc:
+        if not disk_full(exc):
+            raise
+        raise _disk_full(exc, out_dir[0] if out_dir else None) from None
     finally:
         kept = _keep_log(log, claimed[0] if claimed and not request.verbose else None)
     if kept is not None:
         console().print(f"Third-party output (robosuite, gym, warnings): {kept}")
+
+
+def _disk_full(exc: OSError, out_dir: Path | None) -> DexrlError:
+    """The ``disk-full`` error of an evaluation: the folder it could not write (the output
+    folder unless the failed write named another), and what of the evaluation it holds."""
+    from dexrl.evaluation.results import OWNED, PROGRESS_FILE
+
+    folder = disk_full_folder(exc, out_dir if out_dir is not None else Path.cwd())
+    written = [name for name in OWNED if out_dir is not None and (out_dir / name).exists()]
+    facts = [f"the episodes finished so far are in {out_dir / PROGRESS_FILE}"
+             ] if out_dir is not None and PROGRESS_FILE in written else []
+    again = " with --overwrite" if written else ""
+    return disk_full_error(folder, facts=facts, hint=f"free space on that disk and run the "
+                           f"evaluation again{again}, or pass --out on a larger disk")
 
 
 def _temporary_log() -> Path:
@@ -127,7 +148,11 @@ def _keep_log(log: Path, out_dir: Path | None) -> Path | None:
     from dexrl.evaluation.results import LOG_FILE
 
     if out_dir is not None and out_dir.is_dir():
-        return Path(shutil.move(log, out_dir / LOG_FILE))
+        try:
+            return Path(shutil.move(log, out_dir / LOG_FILE))
+        except OSError:  # a full disk: no half-copied log there; it stays where it was
+            (out_dir / LOG_FILE).unlink(missing_ok=True)
+            return log if log.is_file() else None
     log.unlink(missing_ok=True)
     return None
 

@@ -58,8 +58,19 @@ def export_command(
         say.print(note)
     check_export(source, out, overwrite)  # refused before any results.json is read
     card = results if results is not None else find_results(source.run_dir, source.step)
-    done = export_checkpoint(source, out, keep_value_head=keep_value_head, overwrite=overwrite,
-                             results=(card, load_results(card)) if card is not None else None)
+    try:
+        done = export_checkpoint(source, out, keep_value_head=keep_value_head,
+                                 overwrite=overwrite,
+                                 results=(card, load_results(card)) if card is not None else None)
+    except OSError as exc:
+        from dexrl.errors import disk_full, disk_full_error
+
+        if not disk_full(exc):
+            raise
+        # The export is built beside --out and published whole: a failed one leaves nothing.
+        raise disk_full_error(out.expanduser().resolve(), facts=["nothing of this export was "
+                              "kept"], hint="free space on that disk, or pass --out on a larger "
+                              "one; then run the command again") from None
     head = "kept in value_head.safetensors" if done.value_head else "dropped"
     say.print(f"Exported {done.tensors} tensors ({done.dtype}) to {done.out}; value head "
                   f"{head}.")

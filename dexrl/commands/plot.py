@@ -26,8 +26,15 @@ def plot(
 ) -> None:
     """Draw runs' learning curves (success, return, losses, KL, time split) as one PNG."""
     from dexrl.curves import plot_runs
+    from dexrl.errors import disk_full, disk_full_error, disk_full_folder
 
-    path = plot_runs(list(run_dirs), out)
+    try:
+        path = plot_runs(list(run_dirs), out)
+    except OSError as exc:
+        if not disk_full(exc):
+            raise
+        raise disk_full_error(disk_full_folder(exc, Path.cwd()), hint="free space on that "
+                              "disk, or pass --out FILE.png on a larger one") from None
     typer.echo(f"curves: {path}")
 
 

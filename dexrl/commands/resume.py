@@ -1,4 +1,5 @@
-"""``dexrl resume``: continue a run from its latest complete checkpoint, same config."""
+"""``dexrl resume``: continue a run from its latest complete checkpoint, same config; a run with
+no complete checkpoint yet starts again from step 0."""
 
 from __future__ import annotations
 
@@ -29,6 +30,10 @@ Examples:
 
   dexrl resume runs/my_run --step 100 actor.optim.lr=1e-6 --allow-changes
       Other changes alter the experiment: they are refused with a diff unless --allow-changes.
+
+  dexrl resume runs/stopped_early
+      A run stopped (Ctrl-C, a failure) before its first complete checkpoint starts again from
+      step 0 in its folder, with its saved config.
 """
 
 
@@ -46,7 +51,10 @@ def resume(
                                         help="Seconds without progress before giving up."),
     overrides: list[str] = typer.Argument(None, help="Overrides, key=value (see --help)."),
 ) -> None:
-    """Continue a run from its latest complete checkpoint (or --step N)."""
+    """Continue a run from its latest complete checkpoint (or --step N).
+
+    A run with no complete checkpoint yet starts again from step 0, in its folder.
+    """
     from dexrl.console import console
     from dexrl.runs.resume_rules import config_diff, diff_lines
 
@@ -55,16 +63,22 @@ def resume(
         launch=LaunchOptions(ray_address=ray_address, verbose=verbose,
                              stall_timeout=stall_timeout)))
     checkpoint, out = resumption.checkpoint, console()
+    steps = f"steps {resumption.from_step + 1} to {resumption.total} of {resumption.total}"
     if dry_run:
-        out.print(f"Would resume {resumption.dir} from {checkpoint.path.name}: steps "
-                  f"{checkpoint.step + 1} to {resumption.total} of {resumption.total}. Nothing "
-                  "was started or written.", markup=False)
+        what = (f"Would resume {resumption.dir} from {checkpoint.path.name}: {steps}."
+                if checkpoint is not None else
+                f"Would start {resumption.dir} again from step 0: {steps}; it has no complete "
+                "checkpoint yet.")
+        out.print(f"{what} Nothing was started or written.", markup=False)
         changes = diff_lines(config_diff(resumption.old, resumption.new), resumption.settings)
-        for line in [*resumption.notes, "Config changes:", *(f"  {d}" for d in changes)]:
+        header = "Config changes:" if changes else "Config changes: none"
+        for line in [*resumption.notes, header, *(f"  {d}" for d in changes)]:
             out.print(line, markup=False)
         return
     ready = start_resume(resumption)
-    out.print(f"Resuming {resumption.dir} from {checkpoint.path.name}", markup=False)
+    out.print(f"Resuming {resumption.dir} from {checkpoint.path.name}" if checkpoint is not None
+              else f"Starting {resumption.dir} again from step 0: it has no complete checkpoint "
+              "yet", markup=False)
     for line in resumption.notes:
         out.print(line, markup=False)
     raise typer.Exit(run(ready))

@@ -322,6 +322,12 @@ SCHEMA: tuple[Key, ...] = (
     _k("runner.val_check_interval", "int", "Validate on env.eval every this many steps; ≤ 0 "
        "disables validation."),
     _k("runner.only_eval", _BOOL, "Only evaluate, never train."),
+    _k("runner.divergence.action", "str", "dexrl: what a step that cannot be trusted does (NaN "
+       "returns, every update skipped, skipped_steps unclean steps in a row): stop the run, or "
+       "warn only. An unclean step's checkpoint is never marked complete.",
+       choices=("stop", "warn")),
+    _k("runner.divergence.skipped_steps", "int", "dexrl: unclean steps in a row (non-finite "
+       "loss or gradient norm, skipped optimizer updates) that stop the run.", POS),
     _k("runner.resume_dir", "str|null", "Checkpoint RLinf resumes from (dexrl resume sets it)."),
     _k("runner.ckpt_path", "str|null", "Weights RLinf loads into the actor at start."),
     _k("runner.eval_policy_path", "str|null", "Weights RLinf evaluates with runner.only_eval."),

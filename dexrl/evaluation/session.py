@@ -169,6 +169,9 @@ def run(prepared: Prepared, *, command: list[str],
             outcomes = run_episodes(env, policy, prepared.episodes, loop,
                                     start_video=recorder.start, on_episode=finished,
                                     timings=timings)
+        except BaseException:  # a full disk, Ctrl-C: no half-written video stays
+            recorder.discard_unfinished()
+            raise
         finally:
             progress.close()
     finally:

@@ -2,7 +2,11 @@
 
 from __future__ import annotations
 
+import contextlib
+import errno
 import html
+import os
+import shutil
 from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any
@@ -16,6 +20,7 @@ from dexrl.vec_env import Episode
 VIDEO_MODES = ("none", "failures", "all")
 VIDEO_DIR = "videos"
 FPS = 20  # LIBERO's control frequency: the video plays in real time
+_LOW_SPACE = 1 << 20  # bytes: less left where a video failed means the disk filled up
 
 
 def check_mode(mode: str) -> str:
@@ -44,22 +49,52 @@ class Mp4Video:
         self._episode = episode
         self._keep_successes = keep_successes
         self._partial = folder / f".task{episode.task_id:02d}_trial{episode.trial_id:02d}.part.mp4"
+        self._done = False
         self._writer: Any = imageio.get_writer(str(self._partial), format="FFMPEG", fps=FPS,
                                                codec="libx264",
                                                macro_block_size=2, ffmpeg_log_level="error")
 
     def add(self, main: np.ndarray, wrist: np.ndarray) -> None:
         """Append one step: the two uint8 [H, W, 3] frames side by side."""
-        self._writer.append_data(np.concatenate([main, wrist], axis=1))
+        try:
+            self._writer.append_data(np.concatenate([main, wrist], axis=1))
+        except OSError as exc:
+            self.discard()
+            full = self._disk_full(exc)
+            if full is None:
+                raise
+            raise full from exc
+
+    def discard(self) -> None:
+        """Stop recording and remove the unfinished file (an aborted evaluation keeps none)."""
+        if self._done:
+            return
+        self._done = True
+        with contextlib.suppress(Exception):  # the file goes anyway
+            self._writer.close()
+        self._partial.unlink(missing_ok=True)
+
+    def _disk_full(self, exc: OSError) -> OSError | None:
+        """ffmpeg writes the file: its failure reaches us as a broken pipe, without errno; a
+        disk with (almost) no space left where the video was going is what stopped it."""
+        try:
+            if exc.errno is not None or shutil.disk_usage(self._folder).free >= _LOW_SPACE:
+                return None
+        except OSError:
+            return None
+        return OSError(errno.ENOSPC, os.strerror(errno.ENOSPC), str(self._partial))
 
     def finish(self, success: bool) -> str | None:
         """Close the file; return its path relative to the output folder, or None if dropped."""
-        self._writer.close()
-        if success and not self._keep_successes:
-            self._partial.unlink(missing_ok=True)
-            return None
+        self._done = True
         name = video_name(self._episode.task_id, self._episode.trial_id, success)
-        durable.publish(self._partial, self._folder / name)
+        try:
+            self._writer.close()
+            if success and not self._keep_successes:
+                return None
+            durable.publish(self._partial, self._folder / name)
+        finally:
+            self._partial.unlink(missing_ok=True)  # dropped, or failed to publish
         return f"{VIDEO_DIR}/{name}"
 
 
@@ -69,6 +104,7 @@ class VideoRecorder:
     def __init__(self, out_dir: Path, mode: str) -> None:
         self.mode = check_mode(mode)
         self.folder = Path(out_dir) / VIDEO_DIR
+        self._started: list[Mp4Video] = []
         if self.mode != "none":
             self.folder.mkdir(parents=True, exist_ok=True)
 
@@ -76,7 +112,16 @@ class VideoRecorder:
         """A recorder for ``episode``, or None when videos are off."""
         if self.mode == "none":
             return None
-        return Mp4Video(self.folder, episode, keep_successes=self.mode == "all")
+        video = Mp4Video(self.folder, episode, keep_successes=self.mode == "all")
+        self._started.append(video)
+        return video
+
+    def discard_unfinished(self) -> None:
+        """Stop the videos of the episodes still running and remove their files (the
+        evaluation was aborted: a full disk, Ctrl-C)."""
+        for video in self._started:
+            video.discard()  # a finished one stays
+        self._started.clear()
 
 
 def write_gallery(out_dir: Path, episodes: Sequence[Mapping[str, Any]],

@@ -9,17 +9,22 @@ from __future__ import annotations
 import errno
 import importlib.util
 import os
+import shutil
 import tempfile
+import warnings
 from collections.abc import Iterator, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
 
 from dexrl.catalog import did_you_mean
-from dexrl.errors import DexrlError
+from dexrl.errors import DexrlError, disk_full_cause, disk_full_error, disk_full_folder
 from dexrl.hub.repos import KNOWN_REPOS
 
 _TRUE = {"1", "ON", "YES", "TRUE"}  # how huggingface_hub spells a set flag
+DISK_FULL_HINT = ("free space on that disk, or download to a larger one: --local-dir (or "
+                  "DEXRL_HOME) for the files, HF_HOME for the hub's own cache; then run the "
+                  "command again")
 
 
 def hub_endpoint() -> str:
@@ -91,7 +96,9 @@ def fetch(snapshot: Snapshot, local_dir: Path, *, include: Sequence[str] = (),
           exclude: Sequence[str] = (), force: bool = False) -> list[str]:
     """Download the files of ``snapshot`` (filtered by glob patterns) into ``local_dir``.
 
-    Files already there from the same commit are kept; partial files resume.
+    Files already there from the same commit are kept; partial files resume. A full disk keeps
+    nothing partial: unfinished files are removed, and so is everything of a first download
+    (``local_dir`` was empty).
 
     Returns:
         The repo paths that were asked for.
@@ -106,13 +113,45 @@ def fetch(snapshot: Snapshot, local_dir: Path, *, include: Sequence[str] = (),
         raise DexrlError(f"no file of {snapshot.repo_id} matches --include/--exclude",
                          f"the repo holds: {', '.join(sorted(snapshot.files)) or 'no files'}",
                          code="download-no-matching-files")
+    first = not any(Path(local_dir).iterdir())
     with hub_errors(snapshot.repo_id, snapshot.revision, snapshot.endpoint, stage="download",
                     dest=local_dir):
-        snapshot_download(snapshot.repo_id, repo_type=snapshot.repo_type,
-                          revision=snapshot.commit, local_dir=str(local_dir),
-                          allow_patterns=allow, ignore_patterns=ignore,
-                          force_download=force, endpoint=snapshot.endpoint)
+        try:
+            with warnings.catch_warnings():  # a full disk is one error line, below
+                warnings.filterwarnings("ignore", "Not enough free disk space", UserWarning)
+                snapshot_download(snapshot.repo_id, repo_type=snapshot.repo_type,
+                                  revision=snapshot.commit, local_dir=str(local_dir),
+                                  allow_patterns=allow, ignore_patterns=ignore,
+                                  force_download=force, endpoint=snapshot.endpoint)
+        except Exception as exc:
+            full = as_disk_full(exc)
+            if full is None:
+                raise
+            kept = _drop_partial_files(Path(local_dir), everything=first)
+            folder = Path(disk_full_folder(full, local_dir))  # the hub's cache, or local_dir:
+            if folder.is_relative_to(local_dir):  # not its hidden .cache/huggingface
+                folder = Path(local_dir)
+            raise disk_full_error(folder, facts=[kept], hint=DISK_FULL_HINT) from None
     return wanted
+
+
+def _drop_partial_files(local_dir: Path, *, everything: bool) -> str:
+    """Remove what a download cut short by a full disk left: huggingface_hub's unfinished
+    ``*.incomplete`` files, or the whole folder when it was empty before; says which."""
+    if everything:
+        shutil.rmtree(local_dir, ignore_errors=True)
+        return "nothing of the download was kept"
+    records = local_dir / ".cache" / "huggingface"
+    for part in records.rglob("*.incomplete") if records.is_dir() else ():
+        part.unlink(missing_ok=True)
+    return "its unfinished files were removed (the finished ones stay for the next try)"
+
+
+def as_disk_full(exc: BaseException) -> OSError | None:
+    """The full disk (ENOSPC, EDQUOT) ``exc`` is or was raised from, else None; hf_xet and
+    hf_transfer report one as a RuntimeError carrying Rust's "(os error 28)", which counts too
+    (:func:`dexrl.errors.disk_full_cause`)."""
+    return disk_full_cause(exc)
 
 
 def remove_stale_files(local_dir: Path, snapshot: Snapshot) -> list[str]:
@@ -210,6 +249,10 @@ def hub_errors(repo_id: str, revision: str, endpoint: str, *, stage: str,
         raise _network_error(exc, repo_id, endpoint, stage) from None
     except OSError as exc:
         raise disk_error(exc, dest) from None
+    except RuntimeError as exc:  # hf_xet's and hf_transfer's own errors
+        if as_disk_full(exc) is None:
+            raise
+        raise disk_error(exc, dest) from None
 
 
 def _network_error(exc: BaseException, repo_id: str, endpoint: str, stage: str) -> DexrlError:
@@ -223,14 +266,16 @@ def _network_error(exc: BaseException, repo_id: str, endpoint: str, stage: str) 
                       "HF_HUB_OFFLINE=1 to use a copy downloaded before", code="hub-unreachable")
 
 
-def disk_error(exc: OSError, path: Path | None) -> DexrlError:
-    """A download's failed write or read at ``path`` in dexrl's words (disk full, not writable)."""
+def disk_error(exc: OSError | RuntimeError, path: Path | None) -> DexrlError:
+    """A download's failed write or read at ``path`` (a folder, or a file in it) in dexrl's
+    words (disk full, not writable)."""
     where = str(path) if path else None
-    if exc.errno == errno.ENOSPC:
-        return DexrlError("no space left on the device", "free disk space, or choose another "
-                          "folder with --local-dir (or DEXRL_HOME)", where=where,
-                          code="download-disk-full")
-    if exc.errno in (errno.EACCES, errno.EPERM, errno.EROFS, errno.ENOTDIR, errno.EEXIST):
+    full = as_disk_full(exc)
+    if full is not None:
+        folder = os.getcwd() if path is None else path if Path(path).is_dir() else path.parent
+        return disk_full_error(disk_full_folder(full, folder), hint=DISK_FULL_HINT)
+    if isinstance(exc, OSError) and exc.errno in (errno.EACCES, errno.EPERM, errno.EROFS,
+                                                  errno.ENOTDIR, errno.EEXIST):
         return DexrlError(f"cannot write there ({exc.strerror})",
                           "choose a writable folder with --local-dir (or set DEXRL_HOME), or fix "
                           "its permissions", where=where, code="download-not-writable")

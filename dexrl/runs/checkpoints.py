@@ -101,19 +101,34 @@ def pick_checkpoint(run_dir: Path, step: int | None = None,
     if not complete:
         partial = f" ({len(all_ckpts)} incomplete)" if all_ckpts else ""
         raise DexrlError(f"no complete checkpoint to {purpose}{partial}",
-                         "train first; a checkpoint is written every runner.save_interval steps "
-                         "and counts only once it finished writing",
+                         "train first (`dexrl resume RUN_DIR` starts an interrupted run again); "
+                         "a checkpoint is written every runner.save_interval steps and counts "
+                         "only once it finished writing",
                          where=str(checkpoints_dir(run_dir)), details=skipped(run_dir),
                          code="checkpoint-none-complete")
     return complete[-1]
 
 
-def skipped(run_dir: Path, chosen: Checkpoint | None = None) -> list[str]:
+def resume_point(run_dir: Path, step: int | None = None) -> Checkpoint | None:
+    """What ``resume`` continues from: :func:`pick_checkpoint`, except that a run with no complete
+    checkpoint and no ``step`` asked for gives None (it starts again from step 0).
+
+    Only ``resume`` restarts a run this way; eval and export keep refusing such a run.
+    """
+    if step is None and not any(c.complete for c in list_checkpoints(run_dir)):
+        return None
+    return pick_checkpoint(run_dir, step)
+
+
+def skipped(run_dir: Path, chosen: Checkpoint | None = None, *,
+            restart: bool = False) -> list[str]:
     """Notes on the incomplete checkpoints newer than ``chosen`` (passed over, never used), each
-    with why; without ``chosen``, those newer than the latest complete one."""
+    with why; without ``chosen``, those newer than the latest complete one (``restart``: the run
+    starts again from step 0, which the notes say)."""
     found = list_checkpoints(run_dir)
     last = chosen.step if chosen else max((c.step for c in found if c.complete), default=-1)
-    using = f"; using {chosen.path.name}" if chosen else ""
+    using = (f"; using {chosen.path.name}" if chosen
+             else "; passed over, starting again from step 0" if restart else "")
     return [f"note: {c.path.name} is incomplete ({c.problem}){using}"
             for c in found if not c.complete and c.step > last]
 

@@ -21,6 +21,7 @@ SAFE_RESUME_KEYS = (
     "runner.val_check_interval",
     "runner.resume_dir",
     "runner.logger.*",
+    "runner.divergence.*",
     "env.*.video_cfg.*",
     "cluster.*",
     "actor.enable_offload",

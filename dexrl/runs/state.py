@@ -17,6 +17,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from dexrl.errors import DISK_FULL_ERRNOS
 from dexrl.runs import durable
 
 STATE_FILE = "run-state.json"
@@ -151,7 +152,23 @@ def read(run_dir: Path) -> dict[str, Any]:
 
 
 def _write(run_dir: Path, data: dict[str, Any]) -> None:
-    durable.write_json(Path(run_dir) / STATE_FILE, data)
+    """Replace the record durably; on a full disk, where a new file cannot be made, rewrite the
+    existing one in place (a record of about 1 kB fits the block it already has), so a run that
+    fails on a full disk still closes its record."""
+    path = Path(run_dir) / STATE_FILE
+    try:
+        durable.write_json(path, data)
+    except OSError as exc:
+        if exc.errno not in DISK_FULL_ERRNOS or not path.is_file():
+            raise
+        text = (json.dumps(data, indent=2, default=str) + "\n").encode("utf-8")
+        fd = os.open(path, os.O_WRONLY)
+        try:
+            os.write(fd, text)
+            os.ftruncate(fd, len(text))
+            os.fsync(fd)
+        finally:
+            os.close(fd)
 
 
 def previous_run(run_dir: Path) -> Previous | None:

@@ -194,8 +194,9 @@ def render_prefix_cache(cache: PrefixCachePlan | None) -> list[str]:
     if cache is None:
         return []
     passes = cache.cached_fraction + (1 - cache.cached_fraction) * cache.update_epochs
-    return [f"Training prefix cache per actor rank: ≈{_gb(cache.need_gb)} for all samples; "
-            f"≈{_gb(cache.device_gb)} on the GPU, ≈{_gb(cache.host_gb)} pinned on the host",
+    return [f"Training prefix cache per actor rank: ≈{size_text(cache.need_gb)} for all "
+            f"samples; ≈{size_text(cache.device_gb)} on the GPU, "
+            f"≈{size_text(cache.host_gb)} pinned on the host",
             f"  {cache.cached_fraction:.0%} of samples computed once; ≈{passes:.2f} prefix "
             f"passes per sample per global step (recomputing: {cache.update_epochs})"]
 
@@ -221,12 +222,12 @@ def render_plan(plan: Plan, gpus_per_node: int) -> list[str]:
                                           if plan.attention != "eager" else
                                           " (reference; sdpa: GPU lever, default off)"),
         f"Rollout calls: {plan.rollout_speed}",
-        f"Checkpoints: ≈{_gb(plan.checkpoint_gb)} each, {plan.saves} save(s) → "
-        f"≈{_gb(plan.checkpoint_gb * plan.saves)} of disk",
+        f"Checkpoints: ≈{size_text(plan.checkpoint_gb)} each, {plan.saves} save(s) → "
+        f"≈{size_text(plan.checkpoint_gb * plan.saves)} of disk",
         "Memory estimate per GPU (analytic):",
     ]
     for key, gb in sorted(plan.memory_gb_per_gpu.items()):
-        lines.append(f"  {key // gpus_per_node}:{key % gpus_per_node}  ≈{_gb(gb)}")
+        lines.append(f"  {key // gpus_per_node}:{key % gpus_per_node}  ≈{size_text(gb)}")
     return lines
 
 
@@ -251,6 +252,6 @@ def _count(n: float) -> str:
     return f"{n:.0f}"
 
 
-def _gb(gb: float) -> str:
+def size_text(gb: float) -> str:
     """A size given in GB, in the unit that reads best."""
     return size(gb * GB)

@@ -9,7 +9,8 @@ from typing import Any
 from rich.console import Console
 
 from dexrl.curves import TIME_SPLIT as _TIME_SPLIT
-from dexrl.errors import DexrlError
+from dexrl.errors import DexrlError, disk_full
+from dexrl.runs.divergence import step_health
 
 # Labels of RLinf's per-step metrics shown after the step line.
 _METRICS = (
@@ -53,6 +54,10 @@ class ProgressPrinter:
             self.console.print(f"  checkpoint {event.checkpoint}", markup=False)
             self.curves()
             return
+        if event.kind == "unmarked":
+            self.console.print(f"  checkpoint {event.checkpoint} not marked complete: "
+                               f"{event.note}", markup=False)
+            return
         if self._last is not None:
             self.step_times.append(event.elapsed_s - self._last)
         self._last = event.elapsed_s
@@ -67,6 +72,9 @@ class ProgressPrinter:
             left = (event.total - event.step) * statistics.median(self.step_times)
             parts.append(f"{self.step_times[-1]:.1f}s/step  ETA {_clock(left)}")
         parts += [f"{label} {m[key]:{fmt}}" for label, key, fmt in _METRICS if key in m]
+        health = step_health(event.step, m)
+        if health.skipped:
+            parts.append(f"updates skipped {health.skipped}/{health.updates or '?'}")
         split = [f"{label}={m[key]:.1f}s" for label, key in _TIME_SPLIT if key in m]
         if split:
             parts.append("time " + " ".join(split))
@@ -76,7 +84,7 @@ class ProgressPrinter:
         """Redraw ``RUN_DIR/curves.png`` and print its path, unless drawn at this step already.
 
         A failure is a warning, once: training goes on whatever happens here (a run without
-        the TensorBoard logger has no curves to draw).
+        the TensorBoard logger has no curves to draw). A full disk is not: it stops the run.
         """
         if self.run_dir is None or self._curves_failed or self._drawn == self._step:
             return
@@ -85,6 +93,8 @@ class ProgressPrinter:
         try:
             path = plot_runs([self.run_dir])
         except (DexrlError, OSError, ValueError) as exc:
+            if disk_full(exc):
+                raise
             self._curves_failed = True
             self.console.print(f"  warning: no learning curves: {exc}", markup=False)
             return

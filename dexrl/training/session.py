@@ -74,7 +74,7 @@ class Ready:
     cfg: DictConfig  # resolved, its run-folder fields set
     run_dir: Path
     smoke: bool
-    resume_from: Checkpoint | None  # the complete checkpoint it continues from (None: new run)
+    resume_from: Checkpoint | None  # the complete checkpoint it continues from (None: step 0)
     total: int  # the step it stops at
     options: LaunchOptions
 
@@ -135,12 +135,78 @@ def run(ready: Ready) -> int:
 
     printer = ProgressPrinter(run_dir=ready.run_dir)
     options = ready.options
-    code = bridge.launch(ready.cfg, ready.run_dir, total=ready.total,
-                         resume_from=ready.resume_from, smoke=ready.smoke,
-                         ray_address=options.ray_address, verbose=options.verbose,
-                         stall_timeout_s=options.stall_timeout, on_progress=printer)
+    try:
+        code = bridge.launch(ready.cfg, ready.run_dir, total=ready.total,
+                             resume_from=ready.resume_from, smoke=ready.smoke,
+                             ray_address=options.ray_address, verbose=options.verbose,
+                             stall_timeout_s=options.stall_timeout, on_progress=printer)
+    except DexrlError as exc:
+        raise with_plan_facts(exc, ready) from None
     printer.curves()  # RLinf closed its TensorBoard writer: the last step is on disk now
+    if code:
+        printer.console.print(interrupted_note(ready.run_dir), markup=False)
     return code
+
+
+def interrupted_note(run_dir: Path) -> str:
+    """What an interrupted run says last: where it stopped and how to go on."""
+    from dexrl.runs.checkpoints import list_checkpoints
+    from dexrl.runs.state import read
+
+    step = read(run_dir).get("step", 0)
+    complete = [c for c in list_checkpoints(run_dir) if c.complete]
+    if complete:
+        return (f"Interrupted after step {step}; the run is resumable: `dexrl resume {run_dir}` "
+                f"continues from {complete[-1].path.name}.")
+    return (f"Interrupted after step {step}, before its first complete checkpoint: "
+            f"`dexrl resume {run_dir}` starts it again from step 0.")
+
+
+def with_plan_facts(exc: DexrlError, ready: Ready) -> DexrlError:
+    """``exc``, its message extended by what the run's plan says where that helps: the size of a
+    checkpoint for a full disk, the memory estimate of the worker group that ran out of it."""
+    from dexrl.runs.layout import checkpoints_dir
+
+    if exc.code not in ("disk-full", "training-out-of-memory"):
+        return exc
+    plan = _plan_of(ready)
+    if plan is None:
+        return exc
+    from dexrl.training.plan import size_text
+
+    if exc.code == "disk-full":
+        fact = (f"each checkpoint needs about {size_text(plan.checkpoint_gb)} in "
+                f"{checkpoints_dir(ready.run_dir)} (the plan's estimate)")
+    else:
+        role = (exc.where or "").rpartition(" ")[2]
+        gpus = plan.placement.get(role, [])
+        per_node = _per_node(ready)
+        estimates = [plan.memory_gb_per_gpu.get(n * per_node + g, 0.0) for n, g in gpus]
+        if not estimates:
+            return exc
+        fact = (f"the plan estimated about {size_text(max(estimates))} on each GPU the {role} "
+                "group uses (`dexrl train --dry-run` shows the estimate)")
+    exc.message = f"{exc.message}; {fact}"
+    exc.args = (exc.message,)
+    return exc
+
+
+def _per_node(ready: Ready) -> int:
+    return 1 if ready.smoke else (gpu_count() or 1)
+
+
+def _plan_of(ready: Ready) -> Plan | None:
+    """The run's plan, None when it cannot be made (what it needs is gone)."""
+    from omegaconf import OmegaConf
+
+    from dexrl.config.checks import Facts
+    from dexrl.training.plan import make_plan
+
+    suite = OmegaConf.select(ready.cfg, "env.train.task_suite_name", default=None)
+    try:
+        return make_plan(ready.cfg, Facts(suite, _per_node(ready), cpu_only=ready.smoke))
+    except Exception:  # a fact to add to an error, never a second failure
+        return None
 
 
 @dataclass
@@ -278,7 +344,7 @@ class Resumption:
 
     request: ResumeRequest
     dir: Path
-    checkpoint: Checkpoint
+    checkpoint: Checkpoint | None  # None: no complete checkpoint yet, the run starts again at 0
     old: DictConfig  # the saved config, paths re-anchored
     new: DictConfig  # with the overrides and the run-folder fields
     settings: dict[str, object]  # the run-folder fields dexrl sets
@@ -286,14 +352,23 @@ class Resumption:
     smoke: bool
     notes: list[str]  # what happened to the folder before: story, skipped steps, a move
 
+    @property
+    def from_step(self) -> int:
+        """The step the run continues from: its checkpoint's, 0 when it starts again."""
+        return self.checkpoint.step if self.checkpoint is not None else 0
+
 
 def prepare_resume(request: ResumeRequest) -> Resumption:
-    """Open a run folder, pick its checkpoint and check the changed config; writes nothing."""
+    """Open a run folder, pick its checkpoint and check the changed config; writes nothing.
+
+    A run folder with no complete checkpoint yet (stopped before its first save) and no
+    ``--step`` starts again from step 0, in the same folder with its saved config.
+    """
     from omegaconf import OmegaConf
 
     from dexrl.config.checks import Facts, run_config_checks
     from dexrl.config.overrides import RUN, apply_overrides, parse_overrides
-    from dexrl.runs.checkpoints import pick_checkpoint, skipped
+    from dexrl.runs.checkpoints import resume_point, skipped
     from dexrl.runs.opened import open_run
     from dexrl.runs.owned_keys import refuse_owned_overrides, set_run_folder
     from dexrl.runs.resume_rules import check_steps_left, refuse_unsafe_changes
@@ -303,21 +378,21 @@ def prepare_resume(request: ResumeRequest) -> Resumption:
     refuse_owned_overrides(overrides, "a resumed run stays in its folder and --step N picks "
                            "the checkpoint")
     opened = open_run(request.run_dir)
-    checkpoint = pick_checkpoint(opened.dir, request.step)
+    checkpoint = resume_point(opened.dir, request.step)
     old = opened.config
     new = OmegaConf.create(OmegaConf.to_container(old))
     OmegaConf.set_struct(new, True)
     apply_overrides(new, parse_overrides(overrides, RUN), RUN)
     refuse_unsafe_changes(old, new, request.allow_changes)
-    settings = set_run_folder(new, opened.dir, checkpoint.path)
+    settings = set_run_folder(new, opened.dir, checkpoint.path if checkpoint else None)
     suite = opened.manifest.get("suite") or OmegaConf.select(new, "env.train.task_suite_name")
     smoke = bool(opened.manifest.get("smoke"))
     per_node = 1 if smoke else (gpu_count() or 1)
     refuse_on_errors(str(opened.dir), run_config_checks(new, Facts(suite, per_node,
                                                                    cpu_only=smoke)))
-    total = check_steps_left(new, checkpoint.step, request.run_dir)
+    total = check_steps_left(new, checkpoint.step if checkpoint else 0, request.run_dir)
     notes = [line[0].upper() + line[1:] + "." for line in story(opened.dir)]
-    notes += skipped(opened.dir, checkpoint)
+    notes += skipped(opened.dir, checkpoint, restart=checkpoint is None)
     if opened.moved_from is not None:
         notes.append(f"note: the run folder was at {opened.moved_from}; its paths now point "
                      f"into {opened.dir}")
@@ -325,7 +400,8 @@ def prepare_resume(request: ResumeRequest) -> Resumption:
 
 
 def start_resume(resumption: Resumption) -> Ready:
-    """Refuse a second live driver, then save the new config, resolved."""
+    """Refuse a second live driver, then save the new config, resolved (without a checkpoint,
+    the :class:`Ready` run starts again from step 0)."""
     from dexrl.runs.record import resolved, save_config
     from dexrl.runs.state import STATE_FILE, previous_run
 

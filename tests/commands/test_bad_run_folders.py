@@ -98,14 +98,21 @@ def test_train_names_the_last_truly_complete_checkpoint_of_a_killed_run(
             in result.stderr)
 
 
-def test_no_complete_checkpoint_says_why_each_is_incomplete(two_steps: Path) -> None:
+def test_no_complete_checkpoint_says_why_each_is_incomplete(two_steps: Path,
+                                                            tmp_path: Path) -> None:
     (checkpoints_dir(two_steps) / "global_step_1" / MARKER).write_text("{}")
-    result = run("resume", two_steps)
+    result = run("export", two_steps, "--out", tmp_path / "out")
     assert result.exit_code == 2
-    assert "no complete checkpoint to resume from (2 incomplete)" in result.stderr
+    assert "no complete checkpoint to use (2 incomplete)" in result.stderr
     assert "global_step_1 is incomplete (dexrl_complete.json lacks its fields" in result.stderr
     assert "global_step_2 is incomplete (interrupted save, no dexrl_complete.json)" in (
         result.stderr)
+    # resume starts such a run again from step 0, passing both over
+    result = run("resume", two_steps, "--dry-run")
+    assert result.exit_code == 0, result.output
+    assert f"Would start {two_steps} again from step 0: steps 1 to 5 of 5" in result.stdout
+    assert ("global_step_1 is incomplete (dexrl_complete.json lacks its fields (an integer step "
+            "and a written time)); passed over, starting again from step 0") in result.stdout
 
 
 # A process killed between the steps of mark_complete -----------------------------------------

@@ -296,12 +296,15 @@ def test_unreachable_hub(hub, monkeypatch) -> None:
     assert_fails(run(PI0), "cannot reach the hub", "HF_HUB_OFFLINE=1")
 
 
-def test_full_disk_and_read_only_errors_are_explained() -> None:
-    for code, text in ((errno.ENOSPC, "no space left"), (errno.EROFS, "cannot write there")):
-        with pytest.raises(DexrlError, match=text) as caught, \
-                hub_errors(PI0, "main", "http://hub", stage="download", dest=Path("/d")):
-            raise OSError(code, os.strerror(code))
-        assert caught.value.hint and caught.value.where == "/d"
+def test_full_disk_and_read_only_errors_are_explained(tmp_path: Path) -> None:
+    with pytest.raises(DexrlError, match=f"cannot write to {tmp_path}$") as caught, \
+            hub_errors(PI0, "main", "http://hub", stage="download", dest=tmp_path):
+        raise OSError(errno.ENOSPC, os.strerror(errno.ENOSPC))
+    assert caught.value.code == "disk-full" and "HF_HOME" in caught.value.hint
+    with pytest.raises(DexrlError, match="cannot write there") as caught, \
+            hub_errors(PI0, "main", "http://hub", stage="download", dest=Path("/d")):
+        raise OSError(errno.EROFS, os.strerror(errno.EROFS))
+    assert caught.value.hint and caught.value.where == "/d"
 
 
 def test_offline_with_a_verified_copy(hub) -> None:

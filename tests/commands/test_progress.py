@@ -31,3 +31,41 @@ def test_eta_uses_the_median_step_time_and_metrics_are_shown() -> None:
     assert "ETA 3:30" in lines[3]  # median(60, 10, 30) = 30 s × 7 left
     assert "success 0.25" in lines[3]
     assert lines[3].endswith("time rollout=20.0s training=9.5s")
+
+
+def test_skipped_updates_and_unmarked_checkpoints_are_shown() -> None:
+    buf = io.StringIO()
+    printer = ProgressPrinter(Console(file=buf, width=300))
+    printer(event("step", 1, 10.0, **{"train/actor/updates": 16.0,
+                                       "train/actor/updates_skipped": 3.0}))
+    printer(event("step", 2, 20.0, **{"train/actor/updates": 16.0,
+                                       "train/actor/updates_skipped": 0.0}))
+    unmarked = SimpleNamespace(kind="unmarked", step=1, total=10, elapsed_s=10.0, metrics={},
+                               checkpoint="runs/x/checkpoints/global_step_1",
+                               note="step 1 was not clean (3/16 optimizer updates skipped)")
+    printer(unmarked)
+    lines = buf.getvalue().splitlines()
+    assert lines[0].endswith("updates skipped 3/16")
+    assert "skipped" not in lines[1]
+    assert lines[2] == ("  checkpoint runs/x/checkpoints/global_step_1 not marked complete: "
+                        "step 1 was not clean (3/16 optimizer updates skipped)")
+
+
+def test_a_full_disk_while_drawing_curves_stops_the_run(tmp_path, monkeypatch) -> None:
+    import errno
+
+    import pytest
+
+    from dexrl import curves
+
+    def full(runs: object) -> None:
+        raise OSError(errno.ENOSPC, "No space left on device", str(tmp_path / "curves.png"))
+
+    monkeypatch.setattr(curves, "plot_runs", full)
+    printer = ProgressPrinter(Console(file=io.StringIO()), run_dir=tmp_path)
+    with pytest.raises(OSError):
+        printer.curves()
+    monkeypatch.setattr(curves, "plot_runs", lambda runs: (_ for _ in ()).throw(
+        ValueError("no scalars")))
+    printer.curves()  # any other failure is a warning: training goes on
+    assert printer._curves_failed

@@ -195,7 +195,7 @@ def test_resume_refuses_changes_to_the_experiment_with_a_diff(cwd: Path) -> None
 @pytest.mark.parametrize(
     ("steps", "args", "code"),
     [
-        ({}, [], "checkpoint-none-complete"),
+        ({}, ["--step", "1"], "checkpoint-step-not-found"),  # without --step: starts again
         ({1: True, 2: False}, ["--step", "2"], "checkpoint-incomplete"),
         ({1: True}, ["--step", "5"], "checkpoint-step-not-found"),
         ({1: True}, [], "resume-nothing-left"),

@@ -49,6 +49,8 @@ DOCUMENTED = {
     "rollout.sampling_params.temperature_eval": "added: <= 0 makes RLinf pass do_sample=False",
     "rollout.sampling_params.top_k": "added with do_sample",
     "rollout.sampling_params.top_p": "added with do_sample",
+    "runner.divergence.action": "added: dexrl stops a run whose steps cannot be trusted",
+    "runner.divergence.skipped_steps": "added: unclean steps in a row that stop a run",
 }
 
 # RLinf's env/libero_90 says 512, which no chunk size of 5 divides; dexrl uses the suite's

@@ -110,3 +110,27 @@ def test_the_reaper_kills_the_private_ray_as_soon_as_the_driver_is_gone(
     driver.wait()
     assert wait_gone([ray.pid, *below], timeout=5)
     assert reaper.wait(timeout=5) == 0
+
+
+def test_a_full_disk_still_closes_the_record_in_place(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    import errno
+
+    from dexrl.runs import durable, state
+
+    tracker = state.Tracker(tmp_path, 3)
+
+    def full(path: Path, data: object) -> Path:
+        raise OSError(errno.ENOSPC, "No space left on device", str(path))
+
+    monkeypatch.setattr(durable, "write_json", full)
+    tracker.end("failed")
+    assert state.read(tmp_path)["status"] == "failed"
+    assert [p.name for p in tmp_path.iterdir()] == [state.STATE_FILE]
+
+    def broken(path: Path, data: object) -> Path:
+        raise OSError(errno.EACCES, "Permission denied", str(path))
+
+    monkeypatch.setattr(durable, "write_json", broken)
+    with pytest.raises(PermissionError):  # other failures are not hidden
+        tracker.end("finished")

@@ -20,11 +20,13 @@ from omegaconf import DictConfig, OmegaConf
 from dexrl.bridge.launch.events import Progress
 from dexrl.bridge.launch.failures import FailureSignal
 from dexrl.bridge.launch.output import Output
+from dexrl.bridge.launch.stop import Interrupted, StopSignals
 from dexrl.bridge.launch.supervisor import Supervisor
 from dexrl.bridge.registry import EXT_MODULE
-from dexrl.errors import DexrlError, one_line
-from dexrl.runs.checkpoints import Checkpoint, mark_complete
-from dexrl.runs.layout import LOG_FILE, WORKER_LOGS, checkpoints_dir
+from dexrl.errors import DexrlError, disk_full, disk_full_error, disk_full_folder, one_line
+from dexrl.runs.checkpoints import Checkpoint, list_checkpoints, mark_complete
+from dexrl.runs.divergence import watch_from
+from dexrl.runs.layout import LOG_FILE, WORKER_LOGS
 from dexrl.runs.owned_keys import check_run_folder
 from dexrl.runs.record import use_wandb_run_id
 from dexrl.runs.state import begin, watch_private_ray
@@ -342,43 +344,76 @@ def launch(
             own).
 
     Returns:
-        0 when the run finished, 130 when interrupted with Ctrl-C (the run stays resumable).
+        0 when the run finished; 130 when interrupted with Ctrl-C (SIGINT), 143 with SIGTERM:
+        the run stays resumable (:mod:`dexrl.bridge.launch.stop`).
 
     Raises:
         DexrlError: a policy that does not register, missing nodes, unregistered policies in
-            workers, a config RLinf rejects, a failed worker, a stall. Ray is stopped before it
-            propagates.
+            workers, a config RLinf rejects, a failed worker (out of memory included), a stall,
+            a diverged step (``training-diverged``), a full disk (``disk-full``). Ray is
+            stopped and ``run-state.json`` closed (``failed``) before it propagates.
     """
     run_dir = Path(os.path.abspath(run_dir))
     check_run_folder(cfg, run_dir, resume_from.path if resume_from else None)
     start_step = _start_step(resume_from)
-    env = _prepare(cfg, smoke=smoke, ext_module=ext_module)
-    run_dir.mkdir(parents=True, exist_ok=True)
-    use_wandb_run_id(run_dir)
-    tracker = begin(run_dir, start_step)
-
-    def show(event: Progress) -> None:
-        if on_progress is not None:
-            on_progress(event)
-        if event.kind == "step":
-            tracker.step_done(event.step)
-
+    stop = StopSignals(say=lambda text: print(text, file=sys.stderr, flush=True))
+    stop.install()
+    tracker = None
     status = "failed"
     try:
+        env = _prepare(cfg, smoke=smoke, ext_module=ext_module)
+        run_dir.mkdir(parents=True, exist_ok=True)
+        use_wandb_run_id(run_dir)
+        tracker = begin(run_dir, start_step)
+
+        def show(event: Progress) -> None:
+            if on_progress is not None:
+                on_progress(event)
+            if event.kind == "step":
+                tracker.step_done(event.step)
+
         code = _supervised(cfg, run_dir, env, ext_module=ext_module, start_step=start_step,
                            total=total, ray_address=ray_address, verbose=verbose,
                            node_wait_s=node_wait_s, stall_timeout_s=stall_timeout_s,
-                           on_progress=show)
+                           on_progress=show, stop=stop)
         status = "finished" if code == 0 else "interrupted"
+        return code
+    except KeyboardInterrupt as exc:  # Interrupted, or a Ctrl-C before the handler was in
+        status = "interrupted"
+        return exc.exit_code if isinstance(exc, Interrupted) else INTERRUPTED
+    except OSError as exc:
+        if not disk_full(exc):
+            raise
+        raise _disk_full(exc, run_dir) from None
     finally:
+        stop.may_raise = False  # closing the record must not be cut short by a second signal
+        if tracker is not None:
+            _close_record(tracker, status)
+        stop.restore()
+
+
+def _close_record(tracker: Any, status: str) -> None:
+    """Close ``run-state.json``; a full disk keeps its last content (it says ``running`` for a
+    process that is gone: the next command reads that as a killed run) and must not mask the
+    failure being reported."""
+    try:
         tracker.end(status)
-    return code
+    except OSError as exc:
+        print(f"dexrl: could not close {tracker.run_dir}/run-state.json: {exc}", file=sys.stderr)
+
+
+def _disk_full(exc: OSError, run_dir: Path) -> DexrlError:
+    complete = [c for c in list_checkpoints(run_dir) if c.complete]
+    last = (f"the last complete checkpoint is {complete[-1].path.name}" if complete
+            else "no checkpoint of this run is complete")
+    return disk_full_error(disk_full_folder(exc, run_dir), facts=[last],
+                           hint=f"free space on that disk, then `dexrl resume {run_dir}`")
 
 
 def _supervised(cfg: DictConfig, run_dir: Path, env: Mapping[str, str], *, ext_module: str,
                 start_step: int, total: int, ray_address: str | None, verbose: bool,
                 node_wait_s: float, stall_timeout_s: float,
-                on_progress: Callable[[Progress], None]) -> int:
+                on_progress: Callable[[Progress], None], stop: StopSignals) -> int:
     """Ray, RLinf's cluster and pipeline under the supervisor, output routed to the log."""
     address = _ray_address(ray_address)
     log_path = run_dir / LOG_FILE
@@ -391,10 +426,12 @@ def _supervised(cfg: DictConfig, run_dir: Path, env: Mapping[str, str], *, ext_m
         print(f"dexrl: {name} after {time.monotonic() - t0:.1f} s", file=sys.stderr, flush=True)
 
     with output:
+        stop._say = output.say  # its lines reach the terminal, not the log
         output.say(BANNER)
         try:
             _check_nodes(cfg, address, node_wait_s)
             cluster = _create_cluster(cfg, address)
+            stop.install()  # Ray's init installed a SIGTERM handler of its own
             if address is None:  # reaped at once should this process be killed
                 watch_private_ray(run_dir)
             phase("Ray and RLinf's cluster up")
@@ -407,12 +444,15 @@ def _supervised(cfg: DictConfig, run_dir: Path, env: Mapping[str, str], *, ext_m
                                     stall_timeout_s=stall_timeout_s, failure=failure,
                                     on_progress=on_progress, output=output, log_hint=log_hint,
                                     node_check=_node_check(cluster, address, run_dir),
-                                    on_checkpoint=mark_complete)
+                                    on_checkpoint=mark_complete, run_dir=run_dir,
+                                    divergence=watch_from(cfg), stop=stop)
+            stop.check()
+            stop.may_raise = False  # from here the supervisor polls the request
             supervisor.run(_pipeline(cfg, cluster, supervisor))
-        except KeyboardInterrupt:
-            output.say(f"Interrupted; stopping workers. Checkpoints so far are in "
-                       f"{checkpoints_dir(run_dir)}.")
-            return INTERRUPTED
+        except KeyboardInterrupt as exc:
+            stop.may_raise = False
+            return exc.exit_code if isinstance(exc, Interrupted) else INTERRUPTED
         finally:
+            stop.may_raise = False
             _stop_ray()
     return 0

@@ -13,13 +13,15 @@ class Progress:
     renders it with :class:`dexrl.training.progress.ProgressPrinter`).
 
     Attributes:
-        kind: ``"ready"`` (workers up), ``"step"`` (a global step finished) or ``"checkpoint"``
-            (a checkpoint was written and marked complete).
+        kind: ``"ready"`` (workers up), ``"step"`` (a global step finished), ``"checkpoint"``
+            (a checkpoint was written and marked complete) or ``"unmarked"`` (a checkpoint was
+            written but not marked complete: ``note`` says why).
         step: The global step reached (1-based; 0 before the first step of a fresh run).
         total: The step the run stops at.
         elapsed_s: Seconds since launch started.
         metrics: RLinf's metrics for the step (``time/*``, ``env/*``, ``rollout/*``, ``train/*``).
-        checkpoint: The checkpoint folder, for ``"checkpoint"`` events.
+        checkpoint: The checkpoint folder, for ``"checkpoint"`` and ``"unmarked"`` events.
+        note: Why a checkpoint was left unmarked.
     """
 
     kind: str
@@ -28,3 +30,4 @@ class Progress:
     elapsed_s: float
     metrics: Mapping[str, float] = field(default_factory=dict)
     checkpoint: Path | None = None
+    note: str = ""

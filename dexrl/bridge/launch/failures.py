@@ -12,6 +12,7 @@ import time
 from typing import Any
 
 from dexrl.cluster import job_actors
+from dexrl.errors import disk_full_in_text
 
 
 class FailureSignal:
@@ -117,3 +118,34 @@ def dead_actor_causes() -> list[tuple[str, str, list[str]]]:
             continue  # released by its owner: the driver's own teardown at the end of a run
         causes.append((actor["ActorClassName"], cause[:300], [cause]))
     return causes
+
+
+# What a worker's error text says about a full disk (OSError's, torch's stream writer's).
+_DISK_FULL = ("No space left on device", "[Errno 28]", "Disk quota exceeded", "[Errno 122]")
+# ... and about memory: CUDA's allocator, Python's MemoryError, Ray's memory monitor (which kills
+# the worker and says "OutOfMemoryError" / "low on memory").
+_GPU_OOM = ("CUDA out of memory", "CUDA error: out of memory", "torch.OutOfMemoryError",
+            "torch.cuda.OutOfMemoryError")
+_HOST_OOM = ("MemoryError", "running low on memory", "OutOfMemoryError", "Cannot allocate memory")
+_ROLES = {"DexrlActor": "actor", "DexrlRollout": "rollout", "DexrlEnv": "env"}
+
+
+def disk_full_cause(text: str) -> bool:
+    """Whether a worker's error text is a full disk."""
+    return any(marker in text for marker in _DISK_FULL) or disk_full_in_text(text) is not None
+
+
+def out_of_memory(causes: list[tuple[str, str, list[str]]]
+                  ) -> tuple[str, str, tuple[str, str, list[str]]] | None:
+    """(worker group, ``"GPU"`` or ``"host"``, the cause) of the first cause that is an
+    out-of-memory error, None when none is."""
+    for cause in causes:
+        name, _, lines = cause
+        text = "\n".join(lines)
+        kind = ("GPU" if any(m in text for m in _GPU_OOM)
+                else "host" if any(m in text for m in _HOST_OOM) else None)
+        if kind is not None:
+            role = next((r for cls, r in _ROLES.items() if name.startswith(cls)),
+                        name.split(".")[0])
+            return role, kind, cause
+    return None

@@ -19,7 +19,11 @@ class _Local(threading.local):
 
 
 class _Routed(io.TextIOBase):
-    """A text stream that writes to the terminal only from a thread inside ``terminal()``."""
+    """A text stream that writes to the terminal only from a thread inside ``terminal()``.
+
+    Writes to the log never raise: a run whose disk filled up must still report that (on the
+    terminal) instead of failing again while logging the failure.
+    """
 
     def __init__(self, log: TextIO, term: TextIO, local: _Local) -> None:
         super().__init__()
@@ -29,10 +33,16 @@ class _Routed(io.TextIOBase):
         return self._term if self._local.terminal else self._log
 
     def write(self, text: str) -> int:
-        return self._target().write(text)
+        if self._local.terminal:
+            return self._term.write(text)
+        try:
+            return self._log.write(text)
+        except OSError:  # the log's disk is full: the text is lost, the run goes on
+            return len(text)
 
     def flush(self) -> None:
-        self._log.flush()
+        with contextlib.suppress(OSError):  # a full disk under the log (see write)
+            self._log.flush()
         self._term.flush()
 
     def isatty(self) -> bool:

@@ -1,4 +1,5 @@
-"""Watch RLinf's driver loop from outside: progress, stalls and dead workers.
+"""Watch RLinf's driver loop from outside: progress, stalls, dead workers, diverged steps and
+stop requests.
 
 RLinf's loop runs in a background thread (:class:`Supervisor`); the main thread only waits for
 its events. That keeps Ctrl-C, a stall watchdog and worker-failure handling in dexrl's hands:
@@ -11,6 +12,7 @@ from __future__ import annotations
 
 import contextlib
 import queue
+import shutil
 import sys
 import threading
 import time
@@ -24,11 +26,15 @@ from dexrl.bridge.launch.events import Progress
 from dexrl.bridge.launch.failures import (
     FailureSignal,
     dead_actor_causes,
+    disk_full_cause,
     failed_task_causes,
+    out_of_memory,
     pending_calls,
 )
 from dexrl.bridge.launch.output import Output
-from dexrl.errors import DexrlError
+from dexrl.bridge.launch.stop import Interrupted, StopSignals
+from dexrl.errors import DexrlError, disk_full, disk_full_error, disk_full_folder
+from dexrl.runs.divergence import Divergence, DivergenceWatch, StepHealth, step_health
 
 
 @dataclass
@@ -37,6 +43,16 @@ class _Outcome:
     tb: str = ""
 
 
+# The settings that cut each worker group's memory (docs/failures.md#out-of-memory).
+OOM_FIXES = {
+    "actor": "lower actor.micro_batch_size, set actor.enable_offload=true, lower "
+             "actor.model.dexbotic.prefix_cache.device_gb, or spread the actor over more GPUs "
+             "(cluster.component_placement); then resume",
+    "rollout": "lower env.train.total_num_envs (the rollout batch), set rollout.enable_offload=true"
+               " or rollout.enable_cuda_graph=false; then resume",
+    "env": "lower env.train.total_num_envs (each LIBERO env is a process of about 2 GB) or set "
+           "env.enable_offload=true; then resume",
+}
 NODE_DEATH_WAIT_S = 20.0  # Ray's health check marks a node dead after about 15 s
 HEALTH_CHECK_S = 15.0  # between two looks for lost nodes and dead workers
 
@@ -79,18 +95,25 @@ class Supervisor:
                  output: Output, log_hint: str,
                  node_check: Callable[[int], DexrlError | None] | None = None,
                  on_checkpoint: Callable[[Path, int], None] = lambda path, step: None,
-                 health_check_s: float = HEALTH_CHECK_S) -> None:
+                 health_check_s: float = HEALTH_CHECK_S,
+                 run_dir: Path | None = None,
+                 divergence: DivergenceWatch | None = None,
+                 stop: StopSignals | None = None) -> None:
         self.step, self.total = start_step, total
         self.stall_timeout_s = stall_timeout_s
         self.failure, self.on_progress, self.output = failure, on_progress, output
         self.log_hint = log_hint
         self.node_check = node_check  # the error naming a lost node, given the step
-        self.on_checkpoint = on_checkpoint  # a saved checkpoint (folder, step)
+        self.on_checkpoint = on_checkpoint  # a saved checkpoint of a clean step (folder, step)
         self.health_check_s = health_check_s
+        self.run_dir = run_dir
+        self.divergence, self.stop = divergence, stop
         self._events: queue.Queue[Progress] = queue.Queue()
         self._t0 = time.monotonic()
         self._thread: threading.Thread | None = None
-        self._saved: Progress | None = None
+        self._saves: dict[int, Path] = {}  # written, waiting for their step's metrics
+        self._health: dict[int, StepHealth] = {}
+        self._diverged: Divergence | None = None
         self._ready = False
 
     # RunListener (called from the runner thread) ---------------------------------------------
@@ -100,24 +123,55 @@ class Supervisor:
         self._put("ready", self.step)
 
     def step_done(self, step: int, total: int, metrics: dict[str, Any]) -> None:
-        """A global step finished (ignored once a worker failed: RLinf's loop then runs on None)."""
+        """A global step finished (ignored once a worker failed: RLinf's loop then runs on None).
+
+        Its metrics decide whether its checkpoint is marked complete and whether the run
+        diverged (:mod:`dexrl.runs.divergence`).
+        """
         if self.failure.event.is_set():
             return
         self.step, self.total = step, total
+        health = step_health(step, metrics)
+        self._health = {s: h for s, h in self._health.items() if s > step - 4}
+        self._health[step] = health
+        if self.divergence is not None and self._diverged is None:
+            self._diverged = self.divergence.observe(health)
         self._put("step", step, metrics=metrics)
-        if self._saved is not None:  # RLinf saves inside the step, before it logs the step
-            self._events.put(self._saved)
-            self._saved = None
+        self._settle(step)
 
     def checkpoint_saved(self, step: int, path: Path) -> None:
-        """RLinf's save returned: hand it to ``on_checkpoint`` (the launch marks it complete)
-        unless a worker failed meanwhile or the actor saved nothing."""
+        """RLinf's save returned: the checkpoint is marked complete (``on_checkpoint``) once its
+        step's metrics show a clean step, unless a worker failed meanwhile or the actor saved
+        nothing. RLinf's synchronous loop saves before it logs the step, its asynchronous one
+        after: either order works."""
         actor = path / "actor"
         if self.failure.event.is_set() or not actor.is_dir() or not any(actor.iterdir()):
             return
-        self.on_checkpoint(path, step)
-        self._saved = Progress("checkpoint", step, self.total, time.monotonic() - self._t0,
-                               checkpoint=path)
+        self._saves[step] = path
+        self._settle(step)
+
+    def _settle(self, step: int) -> None:
+        """Mark (or leave unmarked, saying why) the checkpoint of ``step`` once both its save
+        and its metrics are in."""
+        health = self._health.get(step)
+        if health is None or step not in self._saves:
+            return
+        path = self._saves.pop(step)
+        why = self._unmarked_reason(health)
+        if why is None:
+            self.on_checkpoint(path, step)
+            self._put("checkpoint", step, checkpoint=path)
+        else:
+            self._put("unmarked", step, checkpoint=path, note=why)
+
+    def _unmarked_reason(self, health: StepHealth) -> str | None:
+        if self.stop is not None and self.stop.requested.is_set():
+            return "the run is stopping"
+        if not health.clean:
+            return f"step {health.step} was not clean ({health.summary()})"
+        if self._diverged is not None:
+            return f"the run diverged at step {self._diverged.step}"
+        return None
 
     def _put(self, kind: str, step: int, **extra: Any) -> None:
         self._events.put(Progress(kind, step, self.total, time.monotonic() - self._t0, **extra))
@@ -146,8 +200,10 @@ class Supervisor:
                 last_event = time.monotonic()
                 self._deliver(event)
                 continue
+            self._check_stops()
             if not self._thread.is_alive():  # workers dropped by the loop's end look dead
                 self._drain()
+                self._check_stops()
                 if self.failure.event.is_set():
                     raise self._worker_failure()
                 if outcome.error is not None:
@@ -158,6 +214,38 @@ class Supervisor:
             idle = time.monotonic() - last_event
             if idle > self.stall_timeout_s:
                 raise self._stall(idle)
+
+    def _check_stops(self) -> None:
+        """Raise for a requested stop (first: Ctrl-C makes workers fail too) or a divergence."""
+        if self.stop is not None and self.stop.signum is not None:
+            self._drain()
+            raise Interrupted(self.stop.signum)
+        if self._diverged is not None:
+            self._drain()
+            raise self._divergence_error(self._diverged)
+
+    def _divergence_error(self, diverged: Divergence) -> DexrlError:
+        from dexrl.runs.checkpoints import list_checkpoints
+
+        complete = [c for c in list_checkpoints(self.run_dir) if c.complete] \
+            if self.run_dir is not None else []
+        run = self.run_dir or "RUN_DIR"
+        if complete:
+            last = complete[-1]
+            where = f"the last complete checkpoint is {last.path.name}"
+            hint = (f"lower the learning rate (actor.optim.lr, actor.optim.value_lr), then "
+                    f"`dexrl resume {run} --step {last.step} actor.optim.lr=... "
+                    "--allow-changes`")
+        else:
+            where = "no checkpoint of this run is complete"
+            hint = ("lower the learning rate (actor.optim.lr, actor.optim.value_lr), then "
+                    f"`dexrl resume {run} actor.optim.lr=... --allow-changes` (it starts the "
+                    "run again from step 0)")
+        return DexrlError(
+            f"training diverged at step {diverged.step}: {diverged.reason}; {where}",
+            f"{hint}; runner.divergence.action=warn only reports such steps",
+            code="training-diverged",
+        )
 
     def _unhealthy(self) -> bool:
         """A node of the run is lost or one of its workers died (the health watch's check)."""
@@ -171,16 +259,15 @@ class Supervisor:
     def _drain(self) -> None:
         while not self._events.empty():
             self._deliver(self._events.get_nowait())
-        if self._saved is not None:
-            self._deliver(self._saved)
-            self._saved = None
 
     def _runner_error(self, outcome: _Outcome) -> DexrlError:
         time.sleep(1.0)  # a worker failure makes RLinf's loop trip over None results: let it land
+        exc = outcome.error
+        if disk_full(exc):
+            return self._disk_full(disk_full_folder(exc, self.run_dir or "."))
         if self.failure.event.is_set() or self._unhealthy():
             return self._worker_failure()
         print(outcome.tb, file=sys.stderr)
-        exc = outcome.error
         return DexrlError(
             f"RLinf's training loop stopped at step {self.step}: {type(exc).__name__}: {exc}",
             f"the traceback is in {self.log_hint}",
@@ -208,12 +295,47 @@ class Supervisor:
                               f"the worker's traceback is in {self.log_hint}",
                               code="training-worker-failed")
         name, summary, lines = causes[0]
+        if any(disk_full_cause("\n".join(lines)) for _, _, lines in causes) or (
+                any("file write failed" in text for _, text, _ in causes)
+                and self._disk_nearly_full()):  # torch.save's stream writer names no errno
+            return self._disk_full(str(self.run_dir / "checkpoints") if self.run_dir else ".")
+        memory = out_of_memory(causes)
+        if memory is not None:
+            role, kind, (name, summary, lines) = memory
+            return DexrlError(
+                f"the {role} worker group ran out of {kind} memory during step {self.step + 1} "
+                f"({name}: {summary})",
+                OOM_FIXES.get(role, OOM_FIXES["actor"]),
+                where=f"worker group {role}",
+                details=lines[-4:],
+                code="training-out-of-memory",
+            )
         return DexrlError(
             f"RLinf worker {name} failed during step {self.step + 1}: {summary}",
             f"fix the cause, then resume from the last checkpoint; full logs in {self.log_hint}",
             details=lines[-8:],
             code="training-worker-failed",
         )
+
+    def _disk_nearly_full(self) -> bool:
+        """Under 64 MiB free where the run writes its checkpoints."""
+        if self.run_dir is None:
+            return False
+        try:
+            return shutil.disk_usage(self.run_dir).free < 64 * 2**20
+        except OSError:
+            return False
+
+    def _disk_full(self, folder: str) -> DexrlError:
+        from dexrl.runs.checkpoints import list_checkpoints
+
+        complete = [c for c in list_checkpoints(self.run_dir) if c.complete] \
+            if self.run_dir is not None else []
+        last = (f"the last complete checkpoint is {complete[-1].path.name}" if complete
+                else "no checkpoint of this run is complete")
+        resume = f"`dexrl resume {self.run_dir}`" if self.run_dir else "`dexrl resume RUN_DIR`"
+        return disk_full_error(f"{folder} during step {self.step + 1}", facts=[last],
+                               hint=f"free space on that disk, then {resume}")
 
     def _stall(self, idle_s: float) -> DexrlError:
         waiting = pending_calls(self._thread)

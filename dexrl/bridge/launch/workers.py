@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import contextlib
 import copy
+import math
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any, Protocol
@@ -48,14 +49,30 @@ class DexrlActor(EmbodiedFSDPActor):
     def __init__(self, cfg: Any) -> None:
         super().__init__(cfg)
         reduce_grad_norm_over_shards(self)
+        self._updates = self._skipped = 0
+
+    def optimizer_step(self) -> tuple[float, list[float]]:
+        """RLinf's optimizer step, counted: RLinf skips it when the gradient norm is not finite
+        (and only logs a warning), so the training metrics say how many it skipped."""
+        grad_norm, lrs = super().optimizer_step()
+        self._updates += 1
+        self._skipped += not math.isfinite(float(grad_norm))
+        return grad_norm, lrs
 
     def run_training(self) -> Any:
-        """RLinf's training round; the prefix caches of its samples are dropped at its end (and,
-        through RLinf's ``set_global_step`` hook, at the start of every global step)."""
+        """RLinf's training round, its metrics with ``actor/updates`` and
+        ``actor/updates_skipped`` (:mod:`dexrl.runs.divergence`); the prefix caches of its
+        samples are dropped at its end (and, through RLinf's ``set_global_step`` hook, at the
+        start of every global step)."""
+        self._updates = self._skipped = 0
         try:
-            return super().run_training()
+            metrics = super().run_training()
         finally:
             release_prefix_cache(self.model)
+        if isinstance(metrics, dict):
+            metrics["actor/updates"] = float(self._updates)
+            metrics["actor/updates_skipped"] = float(self._skipped)
+        return metrics
 
 
 class DexrlRollout(MultiStepRolloutWorker):

@@ -91,6 +91,16 @@ def test_a_worker_exception_surfaces_with_its_cause(tmp_path: Path) -> None:
 
 
 @pytest.mark.slow
+def test_an_out_of_memory_worker_is_named_with_the_settings_that_cut_it(tmp_path: Path) -> None:
+    run = smoke(tmp_path / "run", "train", *TINY, env={**TINY_ENV, "DEXRL_TINY_FAIL": "oom"},
+                watch_log="Exception occurred while running DexrlActor's function run_training")
+    assert run.returncode == 2
+    assert "[training-out-of-memory]" in run.stderr
+    assert "the actor worker group ran out of GPU memory during step 1" in run.stderr
+    assert "actor.micro_batch_size" in run.stderr
+
+
+@pytest.mark.slow
 def test_a_stalled_worker_group_is_named_and_the_run_stops(tmp_path: Path) -> None:
     run = smoke(tmp_path / "run", "train", *TINY,
                 env={**TINY_ENV, "DEXRL_TINY_FAIL": "hang", "DEXRL_SMOKE_STALL_S": "90"})

@@ -21,7 +21,7 @@ from dexrl.bridge import registry
 TINY = "dexrl_tiny"
 STATE_DIM = 8
 # Failure injection for the supervision tests: "train" raises in the actor's training forward,
-# "hang" blocks the rollout's first policy call.
+# "oom" raises CUDA's out-of-memory error there, "hang" blocks the rollout's first policy call.
 FAIL_VAR = "DEXRL_TINY_FAIL"
 
 
@@ -73,6 +73,9 @@ class TinyPolicy(nn.Module, BasePolicy):
         """RLinf's training call (nn.Module's forward shadows BasePolicy's dispatcher)."""
         if os.environ.get(FAIL_VAR) == "train":
             raise RuntimeError("dexrl_tiny was told to fail in training")
+        if os.environ.get(FAIL_VAR) == "oom":
+            raise torch.OutOfMemoryError("CUDA out of memory. Tried to allocate 20.00 GiB "
+                                         "(dexrl_tiny was told to run out)")
         return self.default_forward(forward_inputs, **kwargs)
 
     def default_forward(self, forward_inputs: dict[str, torch.Tensor],
