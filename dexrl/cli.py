@@ -20,13 +20,16 @@ from dexrl.errors import DexrlError, disk_full_cause, disk_full_error, disk_full
 # verb -> (module that mounts it, the one-line summary `dexrl --help` shows). The summary is the
 # first line of the verb function's docstring; tests/commands/test_cli.py keeps the two in sync.
 VERBS: dict[str, tuple[str, str]] = {
-    "train": ("dexrl.commands.train", "Train a policy with PPO on LIBERO, RLinf as the backend."),
+    "train": ("dexrl.commands.train",
+              "Train a policy with PPO on a LIBERO suite or a built-in task, RLinf as the "
+              "backend."),
     "resume": ("dexrl.commands.resume",
                "Continue a run from its latest complete checkpoint (or --step N)."),
     "validate": ("dexrl.commands.validate",
                  "Compose and check a training config (no Ray, no GPU, no rlinf import)."),
     "configs": ("dexrl.commands.configs",
-                "List the configs: one per LIBERO suite × policy (built in or from a plugin)."),
+                "List the configs: one per suite (LIBERO or built-in task) × policy (built in or "
+                "plugin)."),
     "download": ("dexrl.commands.download",
                  "Download a Dexbotic checkpoint from the Hugging Face hub and verify it."),
     "doctor": ("dexrl.commands.doctor", "Check this machine and its Ray cluster for a launch: "

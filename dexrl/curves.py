@@ -8,12 +8,15 @@ functions: ``dexrl --help`` must not pay for them.
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 
 from dexrl.errors import DexrlError
 from dexrl.runs import durable
-from dexrl.runs.layout import CURVES, TENSORBOARD
+from dexrl.runs.layout import CONFIG_FILE, CURVES, TENSORBOARD
+
+EVENT_GLOB = "events.out.tfevents.*"  # RLinf's (TensorBoard's) event files
 
 # How RLinf splits a step's time (its ``time/*`` metrics), coarsest level only.
 TIME_SPLIT = (
@@ -41,6 +44,7 @@ class RunCurves:
 
     label: str
     series: dict[str, tuple[list[int], list[float]]]
+    run_dir: Path | None = None  # the folder it was read from
 
 
 def event_files(run_dir: Path) -> list[Path]:
@@ -48,7 +52,7 @@ def event_files(run_dir: Path) -> list[Path]:
     roots = [run_dir / TENSORBOARD, run_dir]
     for root in roots:
         if root.is_dir():
-            found = sorted(root.rglob("events.out.tfevents.*"))
+            found = sorted(root.rglob(EVENT_GLOB))
             if found:
                 return found
     return []
@@ -87,7 +91,7 @@ def read_run(run_dir: Path, label: str | None = None) -> RunCurves:
                          where=str(run_dir), code="plot-no-scalars")
     series = {tag: (sorted(by_step), [by_step[s] for s in sorted(by_step)])
               for tag, by_step in points.items()}
-    return RunCurves(label or _label(run_dir), series)
+    return RunCurves(label or _label(run_dir), series, run_dir)
 
 
 def _label(run_dir: Path) -> str:
@@ -112,13 +116,71 @@ def _scalars(path: Path) -> list[tuple[str, int, float]]:
     return out
 
 
-def plot_runs(run_dirs: list[Path], out: Path | None = None) -> Path:
+# A run folder under a parent that has nothing to draw yet is skipped there, not an error.
+_NOTHING_YET = ("plot-no-event-files", "plot-no-scalars")
+
+
+def is_run_folder(path: Path) -> bool:
+    """A folder ``plot`` reads as one run: a dexrl run folder (``config.yaml``), one with RLinf's
+    ``tensorboard/``, or a tensorboard folder itself (event files directly in it)."""
+    path = Path(path)
+    return ((path / CONFIG_FILE).is_file() or (path / TENSORBOARD).is_dir()
+            or (path.name == TENSORBOARD and path.is_dir()) or any(path.glob(EVENT_GLOB)))
+
+
+def run_folders_under(parent: Path) -> list[Path]:
+    """The run folders directly under ``parent`` (hidden ones left out), sorted by name."""
+    return sorted(p for p in Path(parent).iterdir()
+                  if p.is_dir() and not p.name.startswith(".") and is_run_folder(p))
+
+
+def read_given(path: Path, note: Callable[[str], None] = lambda _: None) -> list[RunCurves]:
+    """The runs a path given to ``plot`` stands for: a run folder is one run; a folder that is not
+    one but holds run folders directly is each of them (those with nothing logged yet are
+    skipped, and ``note`` says so).
+
+    Raises:
+        DexrlError: nothing at ``path``, a file, a folder that is neither, or nothing to draw.
+    """
+    path = Path(path)
+    if not path.is_dir() or is_run_folder(path):
+        return [read_run(path)]  # it says what is wrong with a missing path or a file
+    children = run_folders_under(path)
+    shown = str(path).rstrip("/") + "/"
+    if not children:
+        raise DexrlError("not a run folder (no config.yaml, no tensorboard/) and no run folders "
+                         "directly under it",
+                         "pass a run folder `dexrl train` wrote (e.g. runs/<name>), or a folder "
+                         "that holds run folders (e.g. runs/)", where=str(path),
+                         code="plot-not-a-run-folder")
+    note(f"found {len(children)} run folder{'s' if len(children) != 1 else ''} under {shown}")
+    runs, skipped = [], []
+    for child in children:
+        try:
+            runs.append(read_run(child))
+        except DexrlError as exc:
+            if exc.code not in _NOTHING_YET:
+                raise
+            skipped.append(exc)
+    if not runs:
+        raise skipped[0]
+    for exc in skipped:
+        note(f"skipped {exc.where}: {exc.message}")
+    return runs
+
+
+def plot_runs(run_dirs: list[Path], out: Path | None = None,
+              note: Callable[[str], None] = lambda _: None,
+              drawn: list[RunCurves] | None = None) -> Path:
     """Read each run's TensorBoard events and draw them into one PNG; returns its path.
 
-    ``out`` defaults to ``RUN_DIR/curves.png`` for one run and ``./curves.png`` for several.
-    Every input is read before anything is written.
+    A path that is not a run folder but holds run folders stands for all of them
+    (:func:`read_given`; ``note`` gets what was found). ``out`` defaults to ``PATH/curves.png``
+    for one path given (a run folder or such a parent) and ``./curves.png`` for several. Every
+    input is read before anything is written. ``drawn``, if given, receives the runs drawn, in
+    legend order (``dexrl plot --json`` lists them).
     """
-    runs = [read_run(d) for d in run_dirs]
+    runs = [run for d in run_dirs for run in read_given(Path(d), note)]
     if out is None:
         out = run_dirs[0] / CURVES if len(run_dirs) == 1 else Path(CURVES)
     if out.suffix.lower() != ".png":
@@ -128,6 +190,8 @@ def plot_runs(run_dirs: list[Path], out: Path | None = None) -> Path:
         raise DexrlError("the output's folder does not exist",
                          "create it first or pass --out in an existing folder",
                          where=str(out.parent), code="plot-out-folder-missing")
+    if drawn is not None:
+        drawn.extend(runs)
     return draw(runs, out)
 
 

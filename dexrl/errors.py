@@ -82,7 +82,8 @@ class Finding:
         code: The kind of problem, a stable kebab-case name (``placement-gpu-count``), given as a
             keyword: a literal where dexrl makes the finding, listed under "Finding codes" in
             docs/errors.md, or the code of the :class:`DexrlError` it was made from. Programs tell
-            findings apart by ``(code, where)``; the message may be reworded. Never printed.
+            findings apart by ``(code, where)``; the message may be reworded. Never printed
+            in text; ``--json`` documents carry it (:meth:`document`).
             Empty only for a plugin's finding that gives none.
     """
 
@@ -95,6 +96,11 @@ class Finding:
     def render(self) -> str:
         """One line for the terminal."""
         return f"{self.where}: {self.message} (fix: {self.hint})"
+
+    def document(self) -> dict[str, str]:
+        """The finding in a ``--json`` document (``validate``, ``train --dry-run``)."""
+        return {"level": self.level, "code": self.code, "where": self.where,
+                "message": self.message, "hint": self.hint}
 
 
 def errors(findings: list[Finding]) -> list[Finding]:

@@ -110,6 +110,11 @@ def locate_checkpoint(ckpt: str) -> Path:
     """The folder ``--ckpt`` names: a checkpoint path, or a hub repo id with a verified
     ``dexrl download``.
 
+    The rule (docs/cli.md, "Checkpoint paths and repo ids"): what exists here is a path; else
+    an ``owner/name`` repo id with a verified download is that download; else a value that looks
+    like a path (:func:`looks_like_path`) does not exist, and any other is a repo id not
+    downloaded yet. A downloaded repo id is never misread as a path.
+
     Raises:
         DexrlError: nothing at the path, and no verified download of it as a repo id.
     """
@@ -119,17 +124,77 @@ def locate_checkpoint(ckpt: str) -> Path:
     path = Path(ckpt).expanduser()
     if path.exists():
         return path.resolve()
-    if ckpt.count("/") == 1 and not ckpt.startswith((".", "/", "~")):
-        local = checkpoint_dir(ckpt)
+    repo_id = _repo_id_form(ckpt)
+    local = checkpoint_dir(ckpt) if repo_id else None
+    if local is not None:
         manifest = read_download_manifest(local) if local.is_dir() else None
         if manifest is not None and manifest.verified:
             return local
-        raise DexrlError(f"checkpoint '{ckpt}' has no verified download in {local}",
-                         f"run `dexrl download {ckpt}` first, or pass a local path",
-                         where="--ckpt", code="hub-not-downloaded")
-    raise DexrlError(f"checkpoint path does not exist: {ckpt}",
-                     "pass a checkpoint directory or a repo id fetched by `dexrl download`",
-                     where="--ckpt", code="checkpoint-not-found")
+    if not repo_id or looks_like_path(ckpt):
+        raise DexrlError(f"checkpoint path does not exist: {ckpt}", missing_path_hint(path),
+                         where="--ckpt", code="checkpoint-not-found")
+    close = _closest(path)[2]  # `rusn/x` for runs/x: a typo of a local folder
+    raise DexrlError(f"checkpoint '{ckpt}' has no verified download in {local}",
+                     f"run `dexrl download {ckpt}` first, or pass a local path"
+                     + (f" (the closest here: {close})" if close else ""),
+                     where="--ckpt", code="hub-not-downloaded")
+
+
+def _repo_id_form(value: str) -> bool:
+    """``owner/name`` the hub would accept: one ``/``, not at either end, no leading ``.``/``~``."""
+    from dexrl.hub.home import check_repo_id
+
+    if value.count("/") != 1 or value.startswith((".", "/", "~")) or value.endswith("/"):
+        return False
+    try:
+        check_repo_id(value)
+    except DexrlError:
+        return False
+    return True
+
+
+def looks_like_path(value: str) -> bool:
+    """A ``--ckpt`` value that names a local path, not a hub repo id, when nothing is there: it
+    starts with ``/``, ``./``, ``../`` or ``~``, ends with ``/``, has no ``/`` or more than
+    one, or its first part is a folder here (``runs/nope`` where ``runs/`` exists)."""
+    if value.startswith(("/", "./", "../", "~")) or value.endswith("/") or value.count("/") != 1:
+        return True
+    return Path(value.split("/", 1)[0]).is_dir()
+
+
+def _closest(path: Path) -> tuple[Path, Path, Path | None]:
+    """(the first part of ``path`` that does not exist, the folder it would be in, ``path``
+    with that part replaced by the closest name in that folder, if one is close)."""
+    import difflib
+    import itertools
+    import os
+
+    first_missing = path
+    while not first_missing.parent.exists() and first_missing.parent != first_missing:
+        first_missing = first_missing.parent
+    folder = first_missing.parent
+    try:
+        with os.scandir(folder) as entries:  # a huge folder: its first names only
+            names = [e.name for e in itertools.islice(entries, 5000)]
+    except OSError:
+        names = []
+    started = [n for n in names if n.startswith(first_missing.name)]  # a name cut short
+    close = started if len(started) == 1 else difflib.get_close_matches(
+        first_missing.name, names, n=1, cutoff=0.6)
+    return (first_missing, folder,
+            folder / close[0] / path.relative_to(first_missing) if close else None)
+
+
+def missing_path_hint(path: Path) -> str:
+    """How to fix a path that does not exist: the first part of it that is missing, the folder
+    to list, and the closest name there (when one is close)."""
+    path = Path(path)
+    first_missing, folder, close = _closest(path)
+    shown = "." if str(folder) == "." else str(folder).rstrip("/") + "/"
+    fix = f"check the spelling (`ls {shown}` lists what is there)"
+    if first_missing != path:
+        fix = f"{first_missing} does not exist either; " + fix
+    return fix + (f"; the closest there: {close}" if close else "")
 
 
 def checkpoint_kind(path: Path) -> str:
@@ -139,9 +204,9 @@ def checkpoint_kind(path: Path) -> str:
         DexrlError: nothing at ``path``, or none of the kinds.
     """
     if not path.exists():
-        raise DexrlError("checkpoint path does not exist", "pass a Dexbotic checkpoint folder, an "
-                         "RLinf run folder, a global_step_N folder or its full_weights.pt",
-                         where=str(path), code="checkpoint-not-found")
+        raise DexrlError("checkpoint path does not exist", missing_path_hint(path) + "; pass a "
+                         "Dexbotic checkpoint folder, an RLinf run folder, a global_step_N folder "
+                         "or its full_weights.pt", where=str(path), code="checkpoint-not-found")
     if path.is_file():
         return "weights"
     if (path / "config.json").is_file():

@@ -35,7 +35,7 @@ def rows() -> list[dict[str, object]]:
 def configs(
     as_json: bool = typer.Option(False, "--json", help="Print a JSON document instead."),
 ) -> None:
-    """List the configs: one per LIBERO suite × policy (built in or from a plugin)."""
+    """List the configs: one per suite (LIBERO or built-in task) × policy (built in or plugin)."""
     from rich.table import Table
 
     from dexrl.plugins import discover

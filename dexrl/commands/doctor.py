@@ -71,7 +71,9 @@ def build_context(suite: str | None, model: str | None, config_name: str | None,
 
 
 def doctor(
-    suite: str = typer.Option(None, "--suite", "-s", help="LIBERO suite, e.g. libero_spatial."),
+    suite: str = typer.Option(None, "--suite", "-s",
+                              help="LIBERO suite (e.g. libero_spatial) or built-in task "
+                              "(reach, reach_cued)."),
     model: str = typer.Option(None, "--model", "-m",
                               help="Policy: pi0, dm0 or a plugin's (`dexrl configs` lists them)."),
     config_name: str = typer.Option(None, "--config-name", "-c", help="A shipped config name."),

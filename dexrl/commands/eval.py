@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import contextlib
+import io
 import os
 import shutil
 import sys
@@ -12,7 +14,7 @@ from typing import TYPE_CHECKING
 
 import typer
 
-from dexrl.console import console
+from dexrl.console import console, print_json
 from dexrl.errors import DexrlError, disk_full, disk_full_error, disk_full_folder
 
 if TYPE_CHECKING:
@@ -45,9 +47,15 @@ Examples:
       the success rate beside the blind bound shows whether the policy still reads its
       instruction (docs/learning.md).
 
+  dexrl eval --ckpt runs/reach_cued_pi0_<time> --suite reach_cued --json | jq .results.overall
+      The same evaluation, its outcome as one JSON document (schema dexrl.eval/1): the output
+      folder and results.json's content.
+
 Two runs with the same arguments play the same episodes: fixed initial states per (task, trial),
 seeds recorded, deterministic policy sampling (ODE from seeded noise).
 """
+
+SCHEMA = "dexrl.eval/1"
 
 
 def eval_command(
@@ -55,7 +63,7 @@ def eval_command(
                              "fetched by `dexrl download`), RLinf run folder, global_step_N "
                              "folder or its full_weights.pt."),
     suite: str = typer.Option(..., "--suite", "-s", help="LIBERO suite (e.g. libero_spatial) "
-                              "or dexrl task (reach, reach_cued)."),
+                              "or built-in task (reach, reach_cued)."),
     tasks: str = typer.Option(None, "--tasks", help="Task ids, e.g. 0,3-5 (default: all)."),
     episodes_per_task: int = typer.Option(50, "--episodes-per-task", help="Trials per task: "
                                           "initial states 0..n-1."),
@@ -84,6 +92,8 @@ def eval_command(
                                  "(robosuite, gym, warnings) instead of logging it to "
                                  "OUT/eval.log."),
     overrides: list[str] = typer.Argument(None, help="Env config overrides, key=value."),
+    as_json: bool = typer.Option(False, "--json", help="Print one JSON document (schema "
+                                 f"{SCHEMA}) instead of text; the progress bar stays on stderr."),
 ) -> None:
     """Evaluate a checkpoint on LIBERO (RLinf's env wrapper) or on a dexrl task."""
     from dexrl.bridge.launch.output import Output
@@ -100,10 +110,14 @@ def eval_command(
     log = _temporary_log()
     claimed: list[Path] = []  # the output folder, once the evaluation has started writing it
     out_dir: list[Path] = []  # the output folder, once known
+    # With --json the text goes nowhere (its facts are in the document printed at the end), and
+    # what --verbose shows of third-party output goes to stderr.
+    to_stderr = (contextlib.redirect_stdout(sys.stderr) if as_json and request.verbose
+                 else contextlib.nullcontext())
     try:
         # Third-party output (robosuite, gym, warnings, the env subprocesses) goes to the log.
-        with Output(log, request.verbose) as output:
-            out_console = console(file=output.stream())
+        with to_stderr, Output(log, request.verbose) as output:
+            out_console = console(file=io.StringIO() if as_json else output.stream())
             prepared = session.prepare(request)
             out_dir.append(prepared.out)
             _describe_source(prepared.source, out_console)
@@ -117,8 +131,28 @@ def eval_command(
         raise _disk_full(exc, out_dir[0] if out_dir else None) from None
     finally:
         kept = _keep_log(log, claimed[0] if claimed and not request.verbose else None)
-    if kept is not None:
+    if as_json:
+        print_json(SCHEMA, **eval_record(prepared, results, kept))
+    elif kept is not None:
         console().print(f"Third-party output (robosuite, gym, warnings): {kept}")
+
+
+def eval_record(prepared, results: dict, log: Path | None) -> dict:  # noqa: ANN001 - Prepared
+    """The ``--json`` document's fields: where the evaluation wrote (folder, results.json, the
+    videos, the third-party log), the checkpoint's notes, and results.json's content as written
+    (per-task table, overall rate and 95 % interval, blind bound, reference, comparison)."""
+    results_path, videos = _written(results, prepared.out)
+    return {"out": prepared.out, "results_path": results_path, "videos": videos, "log": log,
+            "notes": list(prepared.source.notes), "results": results}
+
+
+def _written(results: dict, out_dir: Path) -> tuple[Path, Path | None]:
+    """results.json and the videos folder (None without videos) of an evaluation."""
+    from dexrl.evaluation.results import RESULTS_FILE
+    from dexrl.evaluation.videos import VIDEO_DIR
+
+    return (out_dir / RESULTS_FILE,
+            out_dir / VIDEO_DIR if results["config"]["video"] != "none" else None)
 
 
 def _disk_full(exc: OSError, out_dir: Path | None) -> DexrlError:
@@ -137,8 +171,11 @@ def _disk_full(exc: OSError, out_dir: Path | None) -> DexrlError:
 
 def _temporary_log() -> Path:
     """A log file outside the output folder, which must stay untouched until the run starts."""
+    from dexrl.runs import durable
+
     fd, name = tempfile.mkstemp(prefix="dexrl-eval-", suffix=".log")
     os.close(fd)
+    durable.as_new(Path(name))  # mkstemp's 0600: the log moves into the output folder
     return Path(name)
 
 
@@ -196,9 +233,10 @@ def _show_results(results: dict, out_dir: Path, out_console: Console) -> None:
                   results.get("comparison") and report.comparison_table(results["comparison"])):
         if table is not None:
             out_console.print(table)
-    out_console.print(f"Results: {out_dir / 'results.json'}")
-    if results["config"]["video"] != "none":
-        out_console.print(f"Videos: {out_dir / 'videos'}")
+    results_path, videos = _written(results, out_dir)
+    out_console.print(f"Results: {results_path}")
+    if videos is not None:
+        out_console.print(f"Videos: {videos}")
 
 
 def _describe_source(source, console: Console) -> None:  # noqa: ANN001 - a CheckpointSource

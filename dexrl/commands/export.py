@@ -2,11 +2,17 @@
 
 from __future__ import annotations
 
+import io
 from pathlib import Path
+from typing import TYPE_CHECKING, Any
 
 import typer
 
-from dexrl.console import console
+from dexrl.console import console, print_json
+
+if TYPE_CHECKING:
+    from dexrl.checkpoints.export import Exported
+    from dexrl.checkpoints.sources import CheckpointSource
 
 EPILOG = """\
 Examples:
@@ -21,8 +27,13 @@ Examples:
       Keeps the value head in value_head.safetensors and uploads the folder; the model card
       carries the newest `dexrl eval` table of that step (runs/spatial_pi0/eval/...).
 
+  dexrl export runs/spatial_pi0 --out exported/spatial_pi0 --json | jq -r '.files[]'
+      The same export, its summary as one JSON document (schema dexrl.export/1).
+
 The folder loads with `dexrl eval --ckpt`, `dexrl train --ckpt` and Dexbotic's own loader.
 """
+
+SCHEMA = "dexrl.export/1"
 
 
 def export_command(
@@ -38,13 +49,16 @@ def export_command(
     repo_id: str = typer.Option(None, "--push-to-hub", help="Upload to this hub repo id."),
     private: bool = typer.Option(False, "--private", help="Create the hub repo as private."),
     overwrite: bool = typer.Option(False, "--overwrite", help="Replace an earlier export."),
+    as_json: bool = typer.Option(False, "--json", help="Print one JSON document (schema "
+                                 f"{SCHEMA}) instead of text."),
 ) -> None:
     """Turn an RLinf training checkpoint into a Dexbotic-layout checkpoint folder."""
     from dexrl.checkpoints.export import check_export, export_checkpoint, push_to_hub
     from dexrl.checkpoints.sources import resolve_checkpoint
     from dexrl.evaluation.results import find_results, load_results
 
-    say = console()
+    # With --json the text goes nowhere: its facts are in the one document printed at the end.
+    say = console(file=io.StringIO()) if as_json else console()
     if repo_id:
         from dexrl.hub.home import check_repo_id
 
@@ -80,9 +94,24 @@ def export_command(
     say.print("Model card: " + (f"with the results of {done.results}" if done.results
                                     else "no results.json found (run `dexrl eval` first to "
                                          "include a table)"))
-    if repo_id:
-        url = push_to_hub(done.out, repo_id, private=private)
+    url = push_to_hub(done.out, repo_id, private=private) if repo_id else None
+    if url is not None:
         say.print(f"Uploaded to {url}")
+    if as_json:
+        print_json(SCHEMA, **export_record(source, done),
+                   hub=None if url is None else {"repo_id": repo_id, "url": url,
+                                                 "private": private})
+
+
+def export_record(source: CheckpointSource, done: Exported) -> dict[str, Any]:
+    """What the export's text says, as data: the step and where it came from, the folder and
+    its files, the tensors and their dtype, the value head, the model card's results."""
+    return {"out": done.out, "step": source.step, "source": source.describe(),
+            "notes": list(source.notes),
+            "files": sorted(str(p.relative_to(done.out)) for p in done.out.rglob("*")
+                            if p.is_file()),
+            "tensors": done.tensors, "dtype": done.dtype, "value_head": done.value_head,
+            "from_base": list(done.from_base), "model_card_results": done.results}
 
 
 def mount(app: typer.Typer) -> None:

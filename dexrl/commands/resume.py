@@ -3,10 +3,13 @@ no complete checkpoint yet starts again from step 0."""
 
 from __future__ import annotations
 
+from collections.abc import Iterable
 from pathlib import Path
+from typing import Any
 
 import typer
 
+from dexrl.errors import DexrlError
 from dexrl.training.session import (
     LaunchOptions,
     ResumeRequest,
@@ -34,7 +37,12 @@ Examples:
   dexrl resume runs/stopped_early
       A run stopped (Ctrl-C, a failure) before its first complete checkpoint starts again from
       step 0 in its folder, with its saved config.
+
+  dexrl resume runs/my_run runner.max_steps=600 --dry-run --json | jq .config_changes
+      The dry run as one JSON document (schema dexrl.resume-plan/1); --json needs --dry-run.
 """
+
+PLAN_SCHEMA = "dexrl.resume-plan/1"  # `--dry-run --json`
 
 
 def resume(
@@ -50,14 +58,21 @@ def resume(
     stall_timeout: float = typer.Option(1800.0, "--stall-timeout", min=1,
                                         help="Seconds without progress before giving up."),
     overrides: list[str] = typer.Argument(None, help="Overrides, key=value (see --help)."),
+    as_json: bool = typer.Option(False, "--json", help="With --dry-run: print one JSON document "
+                                 f"(schema {PLAN_SCHEMA}) instead of text."),
 ) -> None:
     """Continue a run from its latest complete checkpoint (or --step N).
 
     A run with no complete checkpoint yet starts again from step 0, in its folder.
     """
-    from dexrl.console import console
+    from dexrl.console import console, print_json
     from dexrl.runs.resume_rules import config_diff, diff_lines
 
+    if as_json and not dry_run:
+        raise DexrlError("--json needs --dry-run: a resumed run's progress is lines of text, "
+                         "not one JSON document", "add --dry-run for what would continue as "
+                         "JSON; a run's metrics are in RUN_DIR/tensorboard, its state in "
+                         "RUN_DIR/run-state.json", code="flags-json-needs-dry-run")
     resumption = prepare_resume(ResumeRequest(
         run_dir, step=step, allow_changes=allow_changes, overrides=tuple(overrides or ()),
         launch=LaunchOptions(ray_address=ray_address, verbose=verbose,
@@ -65,12 +80,21 @@ def resume(
     checkpoint, out = resumption.checkpoint, console()
     steps = f"steps {resumption.from_step + 1} to {resumption.total} of {resumption.total}"
     if dry_run:
+        diff = config_diff(resumption.old, resumption.new)
+        if as_json:
+            print_json(PLAN_SCHEMA, run_dir=resumption.dir,
+                       checkpoint=None if checkpoint is None else {"step": checkpoint.step,
+                                                                   "path": checkpoint.path},
+                       restart=checkpoint is None, from_step=resumption.from_step,
+                       to_step=resumption.total, notes=resumption.notes,
+                       config_changes=change_records(diff, resumption.settings))
+            return
         what = (f"Would resume {resumption.dir} from {checkpoint.path.name}: {steps}."
                 if checkpoint is not None else
                 f"Would start {resumption.dir} again from step 0: {steps}; it has no complete "
                 "checkpoint yet.")
         out.print(f"{what} Nothing was started or written.", markup=False)
-        changes = diff_lines(config_diff(resumption.old, resumption.new), resumption.settings)
+        changes = diff_lines(diff, resumption.settings)
         header = "Config changes:" if changes else "Config changes: none"
         for line in [*resumption.notes, header, *(f"  {d}" for d in changes)]:
             out.print(line, markup=False)
@@ -82,6 +106,18 @@ def resume(
     for line in resumption.notes:
         out.print(line, markup=False)
     raise typer.Exit(run(ready))
+
+
+def change_records(diff: list[tuple[str, Any, Any]], owned: Iterable[str]) -> list[dict[str, Any]]:
+    """The config changes of ``--dry-run --json``, one record per line ``diff_lines`` prints:
+    ``old``/``new`` are null for a key one side lacks (``change`` says which)."""
+    from dexrl.runs.resume_rules import ABSENT
+
+    owned = set(owned)
+    return [{"key": key, "old": None if old is ABSENT else old,
+             "new": None if new is ABSENT else new,
+             "change": "added" if old is ABSENT else "removed" if new is ABSENT else "changed",
+             "set_by_dexrl": key in owned} for key, old, new in diff]
 
 
 def mount(app: typer.Typer) -> None:

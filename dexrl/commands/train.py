@@ -7,6 +7,7 @@ from pathlib import Path
 
 import typer
 
+from dexrl.errors import DexrlError
 from dexrl.training.session import (
     LaunchOptions,
     NewRun,
@@ -25,20 +26,29 @@ Examples:
       The real RLinf pipeline on the CPU: a tiny random π0, one LIBERO env, one PPO step and a
       checkpoint in runs/libero_spatial_pi0_<time>/ (about 2 minutes on 2 cores).
 
+  dexrl train --suite reach --model pi0 --smoke
+      dexrl's built-in reach task on the CPU with a tiny random π0, at its shipped size (20 PPO
+      steps, 32 envs): the return rises within about 3 minutes (docs/learning.md).
+
   dexrl train --suite libero_spatial --model pi0 --ckpt Dexmal/libero-db-pi0
       Full PPO on this node's GPUs (the repo id must have been fetched by `dexrl download`).
 
   dexrl train --suite libero_spatial --model pi0 --ckpt /data/libero-db-pi0 --dry-run
       Prints placement, per-step work, checkpoint size and a memory estimate; starts nothing.
+      With --json the same plan as one JSON document (schema dexrl.train-plan/1).
 
   dexrl train --suite libero_10 --model pi0 --ray-address 10.0.0.1:6379 cluster.num_nodes=2
       Attach to a Ray cluster started on every node with RLINF_NODE_RANK set (see
       docs/multi-node.md).
 """
 
+PLAN_SCHEMA = "dexrl.train-plan/1"  # `--dry-run --json`
+
 
 def train(
-    suite: str = typer.Option(None, "--suite", "-s", help="LIBERO suite, e.g. libero_spatial."),
+    suite: str = typer.Option(None, "--suite", "-s",
+                              help="LIBERO suite (e.g. libero_spatial) or built-in task "
+                              "(reach, reach_cued)."),
     model: str = typer.Option(None, "--model", "-m",
                               help="Policy: pi0, dm0 or a plugin's (`dexrl configs` lists them)."),
     config_name: str = typer.Option(None, "--config-name", "-c", help="A shipped config name."),
@@ -49,15 +59,24 @@ def train(
                                     help="Attach to this Ray cluster instead of a private one."),
     dry_run: bool = typer.Option(False, "--dry-run", help="Print the plan; start nothing."),
     smoke: bool = typer.Option(False, "--smoke",
-                               help="Tiny random model, one env, one step: runs on a CPU."),
+                               help="Tiny random model on the CPU. LIBERO suites: one env, one "
+                               "step; built-in tasks (reach, reach_cued): their shipped steps "
+                               "and envs."),
     verbose: bool = typer.Option(False, "--verbose", "-v", help="Show worker logs too."),
     gpus_per_node: int = typer.Option(None, "--gpus-per-node", min=1,
                                       help="GPUs per node (default: this node's, else 8)."),
     stall_timeout: float = typer.Option(1800.0, "--stall-timeout", min=1,
                                         help="Seconds without progress before giving up."),
     overrides: list[str] = typer.Argument(None, help="Hydra overrides, key=value."),
+    as_json: bool = typer.Option(False, "--json", help="With --dry-run: print one JSON document "
+                                 f"(schema {PLAN_SCHEMA}) instead of text."),
 ) -> None:
-    """Train a policy with PPO on LIBERO, RLinf as the backend."""
+    """Train a policy with PPO on a LIBERO suite or a built-in task, RLinf as the backend."""
+    if as_json and not dry_run:
+        raise DexrlError("--json needs --dry-run: a training run's progress is lines of text, "
+                         "not one JSON document", "add --dry-run for the plan as JSON; a run's "
+                         "metrics are in RUN_DIR/tensorboard, its state in RUN_DIR/run-state.json",
+                         code="flags-json-needs-dry-run")
     new = prepare(TrainRequest(
         suite=suite, model=model, config_name=config_name, ckpt=ckpt, name=name,
         run_dir=run_dir, smoke=smoke, dry_run=dry_run, gpus_per_node=gpus_per_node,
@@ -65,27 +84,37 @@ def train(
         launch=LaunchOptions(ray_address=ray_address, verbose=verbose,
                              stall_timeout=stall_timeout)))
     if dry_run:
-        show_plan(new)
+        show_plan(new, as_json=as_json)
         return
     raise typer.Exit(run(start(new)))
 
 
-def show_plan(new: NewRun) -> None:
-    """Print what a launch would do (``--dry-run``); nothing is started or written."""
-    from dexrl.console import console
+def show_plan(new: NewRun, *, as_json: bool = False) -> None:
+    """Print what a launch would do (``--dry-run``; ``as_json``: as one document); nothing is
+    started or written."""
+    from dexrl.console import console, print_json
     from dexrl.runs.owned_keys import render_settings
-    from dexrl.training.plan import render_plan
+    from dexrl.runs.resume_rules import planned_steps
+    from dexrl.training.plan import plan_record, render_plan
 
     result, findings, per_node = new.result, new.findings, new.per_node
     target, settings = new.target, new.settings
     refuse_on_errors(result.name, findings)
+    plan = launch_plan(new)
+    command = [a for a in sys.argv if a not in ("--dry-run", "--json")]
+    if as_json:
+        print_json(PLAN_SCHEMA, config_name=result.name, gpus_per_node=per_node,
+                   smoke=new.smoke, global_steps=planned_steps(result.cfg),
+                   plan=plan_record(plan, per_node),
+                   findings=[f.document() for f in findings], run_dir=target,
+                   run_folder_settings=settings, launch_command=command)
+        return
     out = console()
     out.print(f"Plan for {result.name} ({per_node} GPU(s) per node assumed):", markup=False)
-    for line in render_plan(launch_plan(new), per_node):
+    for line in render_plan(plan, per_node):
         out.print(line, markup=False)
     for f in findings:
         out.print(f"warning: {f.render()}", markup=False)
-    command = [a for a in sys.argv if a != "--dry-run"]
     out.print(f"Run directory: {target}", markup=False)
     out.print("Run-folder settings (dexrl sets these, in config.yaml too):", markup=False)
     for line in render_settings(settings):

@@ -2,13 +2,15 @@
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 import typer
 
 from dexrl.errors import DexrlError, one_line
 
 if TYPE_CHECKING:
+    from collections.abc import Callable
+
     from rich.console import Console
 
     from dexrl.config.validate import Validated
@@ -17,11 +19,18 @@ EPILOG = """\
 Examples:
 
   dexrl validate --suite libero_spatial --model pi0
-      Config libero_spatial_ppo_dexbotic_pi0 is well-formed (0 errors, 2 warnings).
+      Config libero_spatial_ppo_dexbotic_pi0 is well-formed (0 error(s), 0 warning(s)); until
+      `dexrl download Dexmal/libero-db-pi0`, one warning says the checkpoint is not there.
+
+  dexrl validate --suite reach_cued --model pi0 env.train.total_num_envs=64
+      A built-in task's config (reach, reach_cued), with an override: the same checks.
 
   dexrl validate --suite libero_goal --model dm0 env.train.total_num_envs=30 --print
 
   dexrl validate --config-name libero_10_ppo_dexbotic_pi0 cluster.num_nodes=2 --gpus-per-node 4
+
+  dexrl validate --suite libero_spatial --model pi0 --json | jq '.findings[] | .code'
+      The same check as one JSON document (schema dexrl.validate/1): ok, counts, findings.
 
   dexrl validate --explain actor.optim.lr
       actor.optim.lr
@@ -33,29 +42,43 @@ Examples:
 
 
 DEFAULT_EXPLAIN = ("libero_spatial", "pi0")  # the config --explain reads defaults from
+NORM_MODE_KEY = "actor.model.dexbotic.norm_mode"
+SCHEMA = "dexrl.validate/1"
+
+
+def outcome(result: Validated, strict: bool) -> dict[str, Any]:
+    """What the check concludes, as data: the text report and ``--json`` both show it.
+
+    Findings are listed errors first, then warnings (``--strict`` fails on warnings too).
+    """
+    from omegaconf import OmegaConf
+
+    errs = [f for f in result.findings if f.level == "error"]
+    warns = [f for f in result.findings if f.level == "warning"]
+    mode = OmegaConf.select(result.cfg, NORM_MODE_KEY, default=None,
+                            throw_on_resolution_failure=False)
+    return {"config_name": result.name, "ok": not (errs or (strict and warns)),
+            "strict": strict, "errors": len(errs), "warnings": len(warns),
+            "norm_mode": {"key": NORM_MODE_KEY, "value": mode or "mean_std",
+                          "set": bool(mode)},
+            "findings": [f.document() for f in (*errs, *warns)]}
 
 
 def report(result: Validated, console: Console, strict: bool) -> int:
     """Print findings; return the exit code (0 clean, 2 on errors or strict warnings)."""
-    from omegaconf import OmegaConf
     from rich.markup import escape
 
-    errs = [f for f in result.findings if f.level == "error"]
-    warns = [f for f in result.findings if f.level == "warning"]
-    for f in errs:
-        console.print(f"[bold red]error[/]: {escape(f.where)}: {escape(f.message)}\n"
-                      f"  [dim]hint:[/] {escape(f.hint)}", highlight=False)
-    for f in warns:
-        tag = "[bold red]error (strict)[/]" if strict else "[yellow]warning[/]"
-        console.print(f"{tag}: {escape(f.where)}: {escape(f.message)}\n"
-                      f"  [dim]hint:[/] {escape(f.hint)}", highlight=False)
-    mode = OmegaConf.select(result.cfg, "actor.model.dexbotic.norm_mode", default=None,
-                            throw_on_resolution_failure=False)
-    console.print(f"norm mode: {mode or 'mean_std (unset, the default)'} "
-                  "(actor.model.dexbotic.norm_mode)", highlight=False)
-    failed = bool(errs) or (strict and bool(warns))
-    summary = f"({len(errs)} error(s), {len(warns)} warning(s))"
-    if failed:
+    done = outcome(result, strict)
+    for f in done["findings"]:
+        tag = ("[bold red]error[/]" if f["level"] == "error" else
+               "[bold red]error (strict)[/]" if strict else "[yellow]warning[/]")
+        console.print(f"{tag}: {escape(f['where'])}: {escape(f['message'])}\n"
+                      f"  [dim]hint:[/] {escape(f['hint'])}", highlight=False)
+    mode = done["norm_mode"]
+    console.print(f"norm mode: {mode['value'] if mode['set'] else 'mean_std (unset, the default)'}"
+                  f" ({mode['key']})", highlight=False)
+    summary = f"({done['errors']} error(s), {done['warnings']} warning(s))"
+    if not done["ok"]:
         console.print(f"[bold red]Config {result.name} has problems[/] {summary}", highlight=False)
         return 2
     console.print(f"[green]Config {result.name} is well-formed[/] {summary}", highlight=False)
@@ -63,39 +86,62 @@ def report(result: Validated, console: Console, strict: bool) -> int:
 
 
 def validate(
-    suite: str = typer.Option(None, "--suite", "-s", help="LIBERO suite, e.g. libero_spatial."),
+    suite: str = typer.Option(None, "--suite", "-s",
+                              help="LIBERO suite (e.g. libero_spatial) or built-in task "
+                              "(reach, reach_cued)."),
     model: str = typer.Option(None, "--model", "-m",
                               help="Policy: pi0, dm0 or a plugin's (`dexrl configs` lists them)."),
     config_name: str = typer.Option(None, "--config-name", "-c",
                                     help="A shipped config name instead of --suite/--model."),
     overrides: list[str] = typer.Argument(None, help="Hydra overrides, key=value."),
-    print_cfg: bool = typer.Option(False, "--print", help="Print the resolved config as YAML."),
+    print_cfg: bool = typer.Option(False, "--print", help="Print the resolved config as YAML "
+                                   "(with --json: under \"config\" in the document)."),
     strict: bool = typer.Option(False, "--strict", help="Treat warnings as errors."),
     gpus_per_node: int = typer.Option(8, "--gpus-per-node", min=1,
                                       help="GPUs per node assumed for placement checks."),
     explain: str = typer.Option(None, "--explain", metavar="KEY",
                                 help="Describe one config key: type, range or choices, default "
                                 "(in the chosen config, else libero_spatial pi0) and meaning."),
+    as_json: bool = typer.Option(False, "--json", help="Print one JSON document (schema "
+                                 f"{SCHEMA}) instead of text; exit 2 as without it."),
 ) -> None:
     """Compose and check a training config (no Ray, no GPU, no rlinf import)."""
+    from omegaconf import OmegaConf
     from rich.console import Console
 
     from dexrl.config.compose import to_yaml
     from dexrl.config.validate import compose_and_check
+    from dexrl.console import print_json
 
+    if explain and as_json:
+        raise DexrlError("--explain prints a description for people and takes no --json",
+                         "drop --json to read it, or drop --explain to check the config",
+                         code="flags-explain-json")
     if explain:
         show_key(explain, suite, model, config_name, overrides or [])
         return
     result = compose_and_check(suite, model, config_name, overrides or [], gpus_per_node)
+    if as_json:
+        done = outcome(result, strict)
+        if print_cfg:  # the resolved config as data, in the same document
+            done["config"] = _resolved(lambda: OmegaConf.to_container(result.cfg, resolve=True))
+        print_json(SCHEMA, **done)
+        raise typer.Exit(0 if done["ok"] else 2)
     out = Console(highlight=False, soft_wrap=True)
     if print_cfg:
-        try:
-            out.print(to_yaml(result.cfg), markup=False, soft_wrap=True)
-        except Exception as exc:  # an interpolation that cannot resolve
-            raise DexrlError(f"config does not resolve: {one_line(exc, typed=False)}",
-                             "fix the interpolation or the override that feeds it",
-                             code="config-does-not-resolve") from None
+        out.print(_resolved(lambda: to_yaml(result.cfg)), markup=False, soft_wrap=True)
     raise typer.Exit(report(result, Console(stderr=True, highlight=False, soft_wrap=True), strict))
+
+
+def _resolved(convert: Callable[[], Any]) -> Any:
+    """``convert()`` of the composed config (its YAML or its resolved container); a config whose
+    interpolations cannot resolve is one ``config-does-not-resolve`` error."""
+    try:
+        return convert()
+    except Exception as exc:  # an interpolation that cannot resolve
+        raise DexrlError(f"config does not resolve: {one_line(exc, typed=False)}",
+                         "fix the interpolation or the override that feeds it",
+                         code="config-does-not-resolve") from None
 
 
 def show_key(key: str, suite: str | None, model: str | None, config_name: str | None,

@@ -250,6 +250,14 @@ def check_runner(cfg: DictConfig) -> list[Finding]:
                                 f"{save} exceeds runner.max_steps={max_steps}: only the final "
                                 "step is checkpointed, so a crash loses the whole run",
                                 f"use a value ≤ {max_steps}", code="runner-save-after-end"))
+    steps = _get(cfg, "runner.max_steps")
+    if isinstance(steps, int) and not isinstance(steps, bool) and steps < 0:
+        epochs = _get(cfg, "runner.max_epochs")
+        findings.append(Finding("warning", "runner.max_steps",
+                                f"{steps} is negative: RLinf runs runner.max_epochs = {epochs} "
+                                "steps", "set runner.max_steps to the number of steps to run "
+                                "(negative only to let runner.max_epochs decide)",
+                                code="runner-steps-from-epochs"))
     if val and save and save % val:
         findings.append(Finding("error", "runner.save_interval",
                                 f"{save} is not a multiple of runner.val_check_interval={val} "
@@ -288,16 +296,21 @@ def check_model(cfg: DictConfig, facts: Facts) -> list[Finding]:
                 findings.append(Finding("error", key, f"{other} differs from {source}={value}",
                                         f"set {source} only", code="config-copy-differs"))
     if facts.suite in SUITES:
-        horizon = SUITES[facts.suite].horizon
+        # The shipped configs' own horizon (RLinf's) is no warning: `dexrl eval` uses the
+        # standalone one, whatever the training config says (docs/configs.md).
+        horizon, shipped = SUITES[facts.suite].horizon, SUITES[facts.suite].shipped_horizon
         for split in ("train", "eval"):
             mes = _get(cfg, f"env.{split}.max_episode_steps")
-            if isinstance(mes, int) and mes != horizon:
+            if isinstance(mes, int) and mes not in (horizon, shipped):
+                also = f" and from the shipped configs' {shipped}" if shipped else ""
                 findings.append(Finding(
                     "warning", f"env.{split}.max_episode_steps",
                     f"{mes} differs from the {facts.suite} horizon {horizon} used by the "
-                    "openpi/RLinf standalone evaluations (success rates are not comparable)",
+                    f"openpi/RLinf standalone evaluations{also} (success rates are not "
+                    "comparable)",
                     f"set env.{split}.max_episode_steps={horizon} to compare with published "
-                    "numbers", code="env-horizon-differs"))
+                    "numbers" + (f", or {shipped} as shipped" if shipped else ""),
+                    code="env-horizon-differs"))
     if isinstance(actor_path, str) and Path(actor_path).expanduser().exists():
         findings += check_checkpoint_dir(Path(actor_path).expanduser(), model_type)
     elif isinstance(actor_path, str):

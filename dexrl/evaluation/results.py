@@ -189,7 +189,8 @@ def load_results(path: Path) -> dict[str, Any]:
 
 def find_results(run_dir: Path | None, step: int | None) -> Path | None:
     """The newest results.json under ``RUN_DIR/eval`` that evaluated global step ``step`` of
-    ``run_dir`` (the model card ``dexrl export`` writes carries its table)."""
+    ``run_dir`` (the model card ``dexrl export`` writes carries its table), preferring one
+    without env overrides (a masked evaluation is not the checkpoint's score)."""
     if run_dir is None or not (run_dir / EVALS).is_dir():
         return None
     found = []
@@ -200,8 +201,10 @@ def find_results(run_dir: Path | None, step: int | None) -> Path | None:
             continue
         ckpt = data.get("checkpoint", {}) if isinstance(data, dict) else {}
         if ckpt.get("step") == step and ckpt.get("run_dir") == str(run_dir):
-            found.append((str(data.get("created", "")), path))
-    return max(found)[1] if found else None
+            config = data.get("config")
+            plain = not (config.get("env_overrides") if isinstance(config, dict) else None)
+            found.append((plain, str(data.get("created", "")), path))
+    return max(found)[-1] if found else None
 
 
 def check_same_suite(suite: str, other: Mapping[str, Any], other_path: str) -> None:

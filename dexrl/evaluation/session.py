@@ -8,8 +8,10 @@ to ``progress.jsonl`` and writes ``results.json`` atomically at the end.
 from __future__ import annotations
 
 import dataclasses
+import hashlib
+import re
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -88,7 +90,7 @@ def prepare(request: EvalRequest) -> Prepared:
     settings = resolve_settings(source, request, task_ids)
     env_cfg = env_config(settings, source)
     out_dir = (Path(request.out).expanduser() if request.out
-               else default_out(source, suite_name))
+               else default_out(source, suite_name, request.env_overrides))
     stale = res.check_out_dir(out_dir, request.overwrite)
     other = None
     if request.compare:
@@ -114,12 +116,35 @@ def check_task(env_cfg: DictConfig, suite: str) -> None:
                          code="eval-task-invalid")
 
 
-def default_out(source: CheckpointSource, suite: str) -> Path:
+def default_out(source: CheckpointSource, suite: str, overrides: Sequence[str] = ()) -> Path:
     """``RUN_DIR/eval/global_step_N-<suite>`` for RLinf checkpoints (``dexrl export`` finds it
-    there for the model card), else ``eval/<checkpoint name>-<suite>-<time>``."""
+    there for the model card), else ``eval/<checkpoint name>-<suite>-<time>``; env overrides
+    follow the suite (:func:`overrides_tag`), so that a masked evaluation of a checkpoint does
+    not land in the folder of its unmasked one."""
+    name = suite + overrides_tag(overrides)
     if source.run_dir is not None and source.step is not None:
-        return eval_dir(source.run_dir, source.step, suite)
-    return Path("eval") / f"{source.model_dir.name}-{suite}-{time.strftime('%Y%m%d-%H%M%S')}"
+        return eval_dir(source.run_dir, source.step, name)
+    return Path("eval") / f"{source.model_dir.name}-{name}-{time.strftime('%Y%m%d-%H%M%S')}"
+
+
+_UNSAFE = re.compile(r"[^A-Za-z0-9._=+,-]+")
+MAX_TAG = 60  # characters of the overrides kept in a folder name
+
+
+def overrides_tag(overrides: Sequence[str]) -> str:
+    """The env overrides as a folder name suffix: ``''`` without any, else ``-`` and the
+    overrides joined by ``,``, e.g. ``-reach_cued.show_cue=false``. Runs of characters other
+    than letters, digits and ``._=+,-`` become ``_``; a tag changed so, or longer than
+    ``MAX_TAG``, is cut and ends with 8 hex digits of the overrides' hash, so that different
+    overrides never share a folder and the same ones always do."""
+    if not overrides:
+        return ""
+    text = ",".join(overrides)
+    tag = _UNSAFE.sub("_", text)
+    if tag != text or len(tag) > MAX_TAG:
+        digest = hashlib.sha256("\0".join(overrides).encode()).hexdigest()[:8]
+        tag = f"{tag[:MAX_TAG - 9].rstrip('_')}-{digest}"
+    return f"-{tag}"
 
 
 def is_full_suite(prepared: Prepared) -> bool:

@@ -1,5 +1,9 @@
 """Durable writes: a file or folder a later command trusts is there whole, or not at all.
 
+What is published gets the permissions of the user's umask, as any tool's new files do (0644 and
+0755 under umask 022), whatever mode the writer created it with: safetensors and ``mkstemp``
+create files 0600.
+
 Design notes: docs/design/run-folders.md.
 """
 
@@ -9,6 +13,7 @@ import errno
 import json
 import os
 import shutil
+import stat
 import uuid
 from collections.abc import Iterator
 from contextlib import contextmanager
@@ -52,6 +57,48 @@ def sync_tree(folder: Path) -> None:
     sync_dir(folder.parent)
 
 
+def umask() -> int:
+    """The process's umask, read where the kernel shows it (Linux), else by setting and restoring
+    it (``os.umask`` can only be read by changing it, for the whole process)."""
+    try:
+        with open("/proc/self/status", encoding="ascii", errors="replace") as status:
+            for line in status:
+                if line.startswith("Umask:"):
+                    return int(line.split()[1], 8)
+    except (OSError, ValueError, IndexError):
+        pass
+    mask = os.umask(0o022)
+    os.umask(mask)
+    return mask
+
+
+def new_file_mode(executable: bool = False) -> int:
+    """The mode a new file gets under the umask: 0644 (0755 ``executable``) under umask 022."""
+    return (0o777 if executable else 0o666) & ~umask()
+
+
+def as_new(path: Path, mask: int | None = None) -> None:
+    """Give the file or folder at ``path`` the mode a new one gets under the umask (``mask``,
+    default the process's), whatever its writer created it with; a file keeps being executable
+    if it was. A symlink is left alone."""
+    mask = umask() if mask is None else mask
+    st = os.lstat(path)
+    if stat.S_ISLNK(st.st_mode):
+        return
+    full = 0o777 if stat.S_ISDIR(st.st_mode) or st.st_mode & 0o111 else 0o666
+    if stat.S_IMODE(st.st_mode) != full & ~mask:
+        os.chmod(path, full & ~mask)
+
+
+def as_new_tree(folder: Path) -> None:
+    """:func:`as_new` for ``folder`` and everything below it."""
+    mask = umask()
+    for root, dirs, files in os.walk(folder):
+        for name in (*dirs, *files):
+            as_new(Path(root) / name, mask)
+    as_new(Path(folder), mask)
+
+
 def _hidden(path: Path, kind: str) -> Path:
     """A fresh hidden name beside ``path`` (same folder, so the rename stays on one filesystem);
     it keeps the suffix for writers that pick a format by it (ffmpeg)."""
@@ -59,8 +106,10 @@ def _hidden(path: Path, kind: str) -> Path:
 
 
 def publish(tmp: Path, path: Path) -> Path:
-    """Make the finished file ``tmp`` durable and rename it to ``path`` (same folder)."""
+    """Make the finished file ``tmp`` durable and rename it to ``path`` (same folder), with the
+    mode a new file gets under the umask (:func:`as_new`)."""
     tmp, path = Path(tmp), Path(path)
+    as_new(tmp)
     sync_file(tmp)
     os.replace(tmp, path)
     sync_dir(path.parent)
@@ -106,13 +155,15 @@ def staged_folder(out: Path) -> Iterator[Path]:
 
     Publishing syncs the staged tree, moves an earlier ``out`` aside, renames the staged folder
     to ``out``, syncs the parent and then deletes the earlier one: a crash leaves either folder
-    at ``out``, never a part. The staged folder is removed when the block raises.
+    at ``out``, never a part. Everything in it gets the modes new files and folders get under
+    the umask (:func:`as_new_tree`). The staged folder is removed when the block raises.
     """
     out = Path(out)
     staging, old = _hidden(out, "partial"), _hidden(out, "old")
     staging.mkdir()
     try:
         yield staging
+        as_new_tree(staging)
         sync_tree(staging)
         if out.exists():
             os.replace(out, old)

@@ -37,6 +37,18 @@ def planned_steps(cfg: DictConfig) -> int:
     return min(epochs, max_steps) if max_steps >= 0 else epochs
 
 
+def steps_source(cfg: DictConfig) -> str:
+    """Which setting decides :func:`planned_steps`, in words (``train --dry-run`` prints it)."""
+    epochs = int(OmegaConf.select(cfg, "runner.max_epochs", default=1))
+    max_steps = int(OmegaConf.select(cfg, "runner.max_steps", default=-1))
+    if max_steps < 0:
+        return (f"runner.max_steps={max_steps} is negative: RLinf runs runner.max_epochs = "
+                f"{epochs} steps")
+    if max_steps > epochs:
+        return f"runner.max_steps={max_steps} is capped by runner.max_epochs = {epochs}"
+    return "runner.max_steps"
+
+
 def check_steps_left(cfg: DictConfig, step: int, run_dir: Path | None = None) -> int:
     """The step the run stops at; refuses a start at or past it (nothing would be trained)."""
     total = planned_steps(cfg)

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import Any
 
 from omegaconf import DictConfig, OmegaConf
 
@@ -17,6 +18,7 @@ from dexrl.config.checks import Facts, parse_placement
 from dexrl.errors import DexrlError, errors
 from dexrl.hub.weights import read_weights
 from dexrl.models.layout import FROZEN_PREFIXES, weight_files
+from dexrl.runs.resume_rules import planned_steps, steps_source
 from dexrl.units import size
 
 GB = 1e9
@@ -30,6 +32,8 @@ class Plan:
     """The numbers ``--dry-run`` prints."""
 
     placement: dict[str, list[tuple[int, int]]] = field(default_factory=dict)
+    global_steps: int = 0  # the step the run stops at (runner.max_steps, capped by max_epochs)
+    steps_from: str = "runner.max_steps"  # which setting decides global_steps, in words
     env_steps: int = 0
     policy_calls: int = 0
     samples: int = 0
@@ -65,6 +69,11 @@ class PrefixCachePlan:
     def cached_fraction(self) -> float:
         """Share of the samples whose prefix is computed once per global step."""
         return min(1.0, (self.device_gb + self.host_gb) / self.need_gb) if self.need_gb else 0.0
+
+    @property
+    def passes(self) -> float:
+        """Prefix passes per sample per global step (``update_epochs`` without the cache)."""
+        return self.cached_fraction + (1 - self.cached_fraction) * self.update_epochs
 
 
 def _sel(cfg: DictConfig, key: str, default: object = None) -> object:
@@ -125,6 +134,7 @@ def make_plan(cfg: DictConfig, facts: Facts, ckpt_dir: Path | None = None) -> Pl
         ckpt_dir: The checkpoint to size the model by (default: ``actor.model.model_path``).
     """
     plan = Plan(placement=placement(cfg, facts.gpus_per_node))
+    plan.global_steps, plan.steps_from = planned_steps(cfg), steps_source(cfg)
     envs = int(_sel(cfg, "env.train.total_num_envs"))
     epochs = int(_sel(cfg, "env.train.rollout_epoch", 1))
     steps = int(_sel(cfg, "env.train.max_steps_per_rollout_epoch"))
@@ -153,7 +163,7 @@ def make_plan(cfg: DictConfig, facts: Facts, ckpt_dir: Path | None = None) -> Pl
     plan.trainable = trainable if expert_only else plan.params
     # full_weights.pt (fp32) + the distributed checkpoint: fp32 params, Adam moments of trainables
     plan.checkpoint_gb = (4 * plan.params + 4 * plan.params + 8 * plan.trainable) / GB
-    max_steps = int(_sel(cfg, "runner.max_steps", 0))
+    max_steps = plan.global_steps  # a negative runner.max_steps runs max_epochs steps
     save = int(_sel(cfg, "runner.save_interval", 0))
     plan.saves = (max_steps // save if save > 0 else 0) + (1 if save > 0 and max_steps % save
                                                            else 0)
@@ -193,7 +203,7 @@ def render_prefix_cache(cache: PrefixCachePlan | None) -> list[str]:
     """The prefix cache lines of the plan (none without ``train_expert_only``)."""
     if cache is None:
         return []
-    passes = cache.cached_fraction + (1 - cache.cached_fraction) * cache.update_epochs
+    passes = cache.passes
     return [f"Training prefix cache per actor rank: ≈{size_text(cache.need_gb)} for all "
             f"samples; ≈{size_text(cache.device_gb)} on the GPU, "
             f"≈{size_text(cache.host_gb)} pinned on the host",
@@ -210,6 +220,7 @@ def render_plan(plan: Plan, gpus_per_node: int) -> list[str]:
     lines += ["Per node (RLINF_NODE_RANK):", *(f"  {line}" for line in
                                                 render_by_node(plan.placement))]
     lines += [
+        f"Global steps: {plan.global_steps} ({plan.steps_from})",
         "Per global step:",
         f"  env steps        {plan.env_steps:,}",
         f"  policy calls     {plan.policy_calls:,} (rollout batches, incl. bootstrap values)",
@@ -229,6 +240,33 @@ def render_plan(plan: Plan, gpus_per_node: int) -> list[str]:
     for key, gb in sorted(plan.memory_gb_per_gpu.items()):
         lines.append(f"  {key // gpus_per_node}:{key % gpus_per_node}  ≈{size_text(gb)}")
     return lines
+
+
+def plan_record(plan: Plan, gpus_per_node: int) -> dict[str, Any]:
+    """The numbers :func:`render_plan` prints, as data (``train --dry-run --json``); sizes in
+    GB (10⁹ bytes), unrounded."""
+    cache = plan.prefix_cache
+    return {
+        "placement": {comp: [{"node": n, "gpu": g} for n, g in gpus]
+                      for comp, gpus in plan.placement.items()},
+        "per_node": [{"node": node, "ranks": comps}
+                     for node, comps in by_node(plan.placement).items()],
+        "per_global_step": {"env_steps": plan.env_steps, "policy_calls": plan.policy_calls,
+                            "training_samples": plan.samples,
+                            "optimizer_steps": plan.optimizer_steps,
+                            "micro_batches_per_actor_rank": plan.micro_batches_per_rank},
+        "model": {"parameters": int(plan.params), "trainable": int(plan.trainable)},
+        "prefix_cache": None if cache is None else {
+            "need_gb": cache.need_gb, "device_gb": cache.device_gb, "host_gb": cache.host_gb,
+            "cached_fraction": cache.cached_fraction, "passes_per_sample": cache.passes,
+            "update_epochs": cache.update_epochs},
+        "attention": plan.attention,
+        "rollout_calls": plan.rollout_speed,
+        "checkpoints": {"gb_each": plan.checkpoint_gb, "saves": plan.saves,
+                        "gb_total": plan.checkpoint_gb * plan.saves},
+        "memory_gb_per_gpu": [{"node": key // gpus_per_node, "gpu": key % gpus_per_node,
+                               "gb": gb} for key, gb in sorted(plan.memory_gb_per_gpu.items())],
+    }
 
 
 def rollout_speed(cfg: DictConfig) -> str:

@@ -120,10 +120,14 @@ def smoke_checkpoint_path(run_dir: Path, model_type: str) -> Path | None:
 
 def write_smoke_checkpoint(run_dir: Path, model_type: str) -> Path | None:
     """The policy's tiny random checkpoint in the run folder for ``--smoke``, if it needs one
-    (:func:`smoke_checkpoint_path`)."""
+    (:func:`smoke_checkpoint_path`): built beside it and published whole, its files with the
+    umask's modes (the policy's writer may create them 0600, as safetensors does)."""
+    from dexrl.runs import durable
+
     target = smoke_checkpoint_path(run_dir, model_type)
     if target is not None:
-        load_reference(get_policy(model_type).smoke_checkpoint)(target)
+        with durable.staged_folder(target) as partial:
+            load_reference(get_policy(model_type).smoke_checkpoint)(partial)
     return target
 
 

@@ -9,6 +9,7 @@ from pathlib import Path
 
 import pytest
 import torch
+from helpers.modes import UMASKS, expected, modes, umask
 from safetensors import safe_open
 from safetensors.torch import load_file
 
@@ -121,6 +122,17 @@ def test_out_folder_guard(tiny_run: Path, tmp_path: Path) -> None:
     assert (foreign / "thesis.tex").read_text() == "precious"
 
 
+@pytest.mark.parametrize("mask", UMASKS)
+def test_export_files_get_the_umask_modes(tiny_run: Path, tmp_path: Path, mask: int) -> None:
+    """safetensors creates model.safetensors 0600: published, it is 0644 under umask 022."""
+    with umask(mask):
+        done = export_checkpoint(resolve_checkpoint(tiny_run), tmp_path / "out",
+                                 keep_value_head=True)
+    assert (done.out / "model.safetensors").is_file()
+    assert (done.out / "value_head.safetensors").is_file()
+    assert modes(done.out) == expected(done.out, mask)
+
+
 def test_failed_export_writes_nothing(tiny_run: Path, tmp_path: Path) -> None:
     run = Path(shutil.copytree(tiny_run, tmp_path / "run"))
     weights = run / "checkpoints/global_step_2" / WEIGHTS_IN_STEP
@@ -168,6 +180,20 @@ def test_model_card_carries_the_newest_results_of_that_step(tiny_run: Path,
     done = export_checkpoint(resolve_checkpoint(run), tmp_path / "out2",
                              results=(explicit, load_results(explicit)))
     assert "1/4" in (done.out / "README.md").read_text()
+
+
+def test_model_card_prefers_an_evaluation_without_env_overrides(tmp_path: Path) -> None:
+    """A masked evaluation (env overrides) made after the plain one is not the step's score."""
+    evals = tmp_path / "eval"
+    for name, overrides, created in (("plain", [], "2026-01-01"),
+                                     ("masked", ["reach_cued.show_cue=false"], "2026-01-02")):
+        data = results_for("x", 2, tmp_path, 1)
+        data["config"]["env_overrides"], data["created"] = overrides, created
+        (evals / name).mkdir(parents=True)
+        write_json(evals / name / "results.json", data)
+    assert find_results(tmp_path, 2) == evals / "plain" / "results.json"
+    shutil.rmtree(evals / "plain")
+    assert find_results(tmp_path, 2) == evals / "masked" / "results.json"
 
 
 class LocalHub:

@@ -11,7 +11,7 @@ import torch
 from omegaconf import OmegaConf
 
 from dexrl.checkpoints.loading import load_eval_policy, read_training_weights
-from dexrl.checkpoints.sources import resolve_checkpoint
+from dexrl.checkpoints.sources import locate_checkpoint, resolve_checkpoint
 from dexrl.errors import DexrlError
 from dexrl.runs.checkpoints import mark_complete, pick_checkpoint
 from dexrl.runs.layout import WEIGHTS_IN_STEP
@@ -184,3 +184,64 @@ def test_fixture_keys_equal_what_the_rlinf_adapter_saves(tiny_run: Path,
     assert set(adapter.state_dict()) == set(saved) | set(head)
     assert {k: v.shape for k, v in adapter.state_dict().items() if k in head} == {
         k: v.shape for k, v in head.items()}
+
+
+@pytest.fixture
+def here(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
+    """A working directory with runs/reach_pi0_20261126-094207 and its own DEXRL_HOME."""
+    monkeypatch.chdir(tmp_path)
+    monkeypatch.setenv("DEXRL_HOME", str(tmp_path / "home"))
+    (tmp_path / "runs" / "reach_pi0_20261126-094207").mkdir(parents=True)
+    return tmp_path
+
+
+@pytest.mark.parametrize(
+    ("ckpt", "hint"),
+    [("runs/nope", "check the spelling (`ls runs/` lists what is there)"),
+     ("runs/reach_pi0_2026112", "the closest there: runs/reach_pi0_20261126-094207"),
+     ("runs/reach_pi0_20261126-094270", "the closest there: runs/reach_pi0_20261126-094207"),
+     ("rusn/reach_pi0_20261126-094207/checkpoints/global_step_2",
+      "rusn does not exist either; check the spelling (`ls .` lists what is there); the closest "
+      "there: runs/reach_pi0_20261126-094207/checkpoints/global_step_2"),
+     ("./nope/model", "nope does not exist either"), ("nope/", "`ls .`"), ("model", "`ls .`"),
+     ("~/dexrl-no-such-checkpoint", "check the spelling")],
+)
+def test_a_path_that_does_not_exist_is_not_read_as_a_repo_id(here: Path, ckpt: str,
+                                                               hint: str) -> None:
+    with pytest.raises(DexrlError) as err:
+        locate_checkpoint(ckpt)
+    assert (err.value.code, err.value.where) == ("checkpoint-not-found", "--ckpt")
+    assert err.value.message == f"checkpoint path does not exist: {ckpt}"
+    assert hint in err.value.hint and "dexrl download" not in err.value.hint
+
+
+def test_a_repo_id_is_read_as_one(here: Path) -> None:
+    with pytest.raises(DexrlError) as err:
+        locate_checkpoint("Dexmal/libero-db-pi0")  # no folder Dexmal/ here: a repo id
+    assert err.value.code == "hub-not-downloaded"
+    assert "run `dexrl download Dexmal/libero-db-pi0` first" in err.value.hint
+    with pytest.raises(DexrlError) as err:
+        locate_checkpoint("rnus/reach_pi0_20261126-094207")  # could be either: the hint says
+    assert err.value.code == "hub-not-downloaded"
+    assert "(the closest here: runs/reach_pi0_20261126-094207)" in err.value.hint
+
+
+def test_a_downloaded_repo_id_is_never_misread_as_a_path(here: Path) -> None:
+    from dexrl.hub.home import checkpoint_dir
+    from dexrl.hub.manifest import Manifest, write_manifest
+
+    local = checkpoint_dir("runs/model")  # an owner named like a folder here
+    local.mkdir(parents=True)
+    write_manifest(local, Manifest("runs/model", "model", "main", "0" * 40, "https://hf.co",
+                                   "2026-01-01T00:00:00Z", "dexbotic_pi0", True, [], {}))
+    assert locate_checkpoint("runs/model") == local
+    (here / "runs" / "model").mkdir()  # what is here wins
+    assert locate_checkpoint("runs/model") == here / "runs" / "model"
+
+
+def test_export_of_a_missing_path_names_the_closest(here: Path) -> None:
+    with pytest.raises(DexrlError) as err:
+        resolve_checkpoint("runs/reach_pi0")
+    assert (err.value.code, err.value.message) == ("checkpoint-not-found",
+                                                   "checkpoint path does not exist")
+    assert f"the closest there: {here / 'runs' / 'reach_pi0_20261126-094207'}" in err.value.hint

@@ -78,3 +78,41 @@ def test_bad_task_input_is_one_error_and_writes_nothing(cued_run: Path, tmp_path
     assert f"[{code}]" in result.output, result.output
     assert result.output.count("error:") == 1 and "Traceback" not in result.output
     assert not (tmp_path / "out").exists()
+
+
+def test_default_folders_are_named_by_the_overrides(cued_run: Path, tmp_path: Path) -> None:
+    """docs/cli.md's masking sequence without --out: each evaluation gets its own folder, named
+    by its overrides, and the same command again is refused, not written over."""
+    import shutil
+
+    from dexrl.evaluation.session import overrides_tag
+
+    run_dir = Path(shutil.copytree(cued_run, tmp_path / "run"))
+    masks = [(), ("reach_cued.show_cue=false",),
+             ("reach_cued.fixed_instruction=reach the target",)]
+    for mask in masks:
+        result = run("--ckpt", run_dir, *SMALL, *mask)
+        assert result.exit_code == 0, result.output
+    names = sorted(p.name for p in (run_dir / "eval").iterdir())
+    assert names == sorted([
+        "global_step_2-reach_cued",
+        "global_step_2-reach_cued-reach_cued.show_cue=false",
+        "global_step_2-reach_cued-reach_cued.fixed_instruction=reach_the_target-"
+        + overrides_tag(masks[2])[-8:]])
+    masked = json.loads((run_dir / "eval" / names[-1] / "results.json").read_text())
+    assert masked["config"]["env_overrides"] == ["reach_cued.show_cue=false"]
+    again = run("--ckpt", run_dir, *SMALL, *masks[1])
+    assert again.exit_code == 2 and "[eval-out-not-empty]" in again.output
+
+
+def test_overrides_tag_is_short_safe_and_tells_overrides_apart() -> None:
+    from dexrl.evaluation.session import MAX_TAG, overrides_tag
+
+    assert overrides_tag(()) == ""
+    assert overrides_tag(["a.b=1", "c=x"]) == "-a.b=1,c=x"
+    spaced, joined = overrides_tag(["k=a b"]), overrides_tag(["k=a_b"])
+    assert spaced.startswith("-k=a_b-") and joined == "-k=a_b" and spaced != joined
+    assert overrides_tag(["k=a/b"]) != overrides_tag(["k=a:b"])  # both sanitize to k=a_b
+    long = ["reach_cued.fixed_instruction=" + "x" * 100]
+    assert len(overrides_tag(long)) <= MAX_TAG + 1 and overrides_tag(long) == overrides_tag(long)
+    assert "/" not in overrides_tag(["x=../../etc"])

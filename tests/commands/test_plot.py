@@ -61,7 +61,9 @@ def test_plot_overlays_several_runs(run_dir: Path, tmp_path: Path) -> None:
     [
         (lambda t: t / "missing", "run-not-found"),
         (lambda t: _touch(t / "notes.txt"), "run-not-a-folder"),
-        (lambda t: _mkdir(t / "empty"), "plot-no-event-files"),
+        (lambda t: _mkdir(t / "empty"), "plot-not-a-run-folder"),
+        (lambda t: _touch(t / "run" / "config.yaml").parent, "plot-no-event-files"),
+        (lambda t: _touch(t / "runs" / "a" / "config.yaml").parent.parent, "plot-no-event-files"),
         (lambda t: _touch(t / "run" / "tensorboard" / "events.out.tfevents.1.x").parent.parent,
          "plot-no-scalars"),
     ],
@@ -74,6 +76,36 @@ def test_bad_input_is_one_error_and_writes_nothing(tmp_path: Path, make, code: s
     assert result.stderr.startswith("error: ") and f"[{code}]" in result.stderr
     assert "hint: " in result.stderr and "Traceback" not in result.output
     assert sorted(tmp_path.rglob("*")) == before
+
+
+def test_a_folder_of_run_folders_draws_each(run_dir: Path, tmp_path: Path) -> None:
+    runs = _mkdir(tmp_path / "runs")
+    for name in ("seed0", "seed1"):
+        shutil.copytree(run_dir, runs / name)
+    _touch(runs / "started" / "config.yaml")  # a run with nothing logged yet: skipped
+    _mkdir(runs / "notes")  # not a run folder: not counted
+    result = runner.invoke(app, ["plot", str(runs)])
+    assert result.exit_code == 0, result.output
+    assert result.stdout.splitlines() == [
+        f"found 3 run folders under {runs}/",
+        f"skipped {runs / 'started'}: no TensorBoard event files in "
+        f"{runs / 'started' / 'tensorboard'}",
+        f"curves: {runs / 'curves.png'}"]
+    assert (runs / "curves.png").read_bytes().startswith(PNG_MAGIC)
+    assert not (runs / "seed0" / "curves.png").exists()
+
+
+def test_a_folder_of_runs_draws_one_curve_per_run(run_dir: Path, tmp_path: Path,
+                                                  monkeypatch: pytest.MonkeyPatch) -> None:
+    import dexrl.curves as curves
+
+    runs = _mkdir(tmp_path / "runs")
+    for name in ("b", "a"):
+        shutil.copytree(run_dir, runs / name)
+    drawn = []
+    monkeypatch.setattr(curves, "draw", lambda got, out: drawn.append(got) or out)
+    assert curves.plot_runs([runs]) == runs / "curves.png"
+    assert [run.label for run in drawn[0]] == ["a", "b"]  # not one curve labelled "runs"
 
 
 def test_bad_output_is_refused(run_dir: Path, tmp_path: Path) -> None:

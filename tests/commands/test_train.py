@@ -10,6 +10,7 @@ import json
 from pathlib import Path
 
 import pytest
+from helpers.modes import UMASKS, expected, modes, umask
 from omegaconf import OmegaConf
 from typer.testing import CliRunner
 
@@ -265,3 +266,47 @@ def test_dry_run_reports_the_training_prefix_cache(cwd: Path) -> None:
     bad = run("train", *SPATIAL_PI0, "--dry-run", f"{key}.device_gb=-1")
     assert bad.exit_code == 2 and f"{key}.device_gb" in bad.stderr
     assert "Traceback" not in bad.output
+
+
+def test_dry_run_says_how_many_global_steps_run(cwd: Path) -> None:
+    result = run("train", *SPATIAL_PI0, "--dry-run")
+    assert result.exit_code == 0, result.output
+    assert "Global steps: 300 (runner.max_steps)" in result.stdout.splitlines()
+    negative = run("train", "--suite", "reach", "--model", "pi0", "--dry-run",
+                   "runner.max_steps=-3")
+    assert negative.exit_code == 0, negative.output
+    lines = negative.stdout.splitlines()
+    assert ("Global steps: 1000 (runner.max_steps=-3 is negative: RLinf runs runner.max_epochs "
+            "= 1000 steps)") in lines
+    assert any(line.startswith("Checkpoints: ") and "200 save(s)" in line  # every 5 steps
+               for line in lines)
+    assert "warning: runner.max_steps: -3 is negative" in negative.stdout
+    capped = run("train", "--suite", "reach", "--model", "pi0", "--dry-run",
+                 "runner.max_steps=2000")
+    assert ("Global steps: 1000 (runner.max_steps=2000 is capped by runner.max_epochs = 1000)"
+            in capped.stdout.splitlines())
+
+
+def test_help_says_what_smoke_and_suite_are() -> None:
+    text = " ".join(run("train", "--help").stdout.split())
+    assert "LIBERO suite (e.g. libero_spatial) or built-in task (reach, reach_cued)." in text
+    assert ("Tiny random model on the CPU. LIBERO suites: one env, one step; built-in tasks "
+            "(reach, reach_cued): their shipped steps and envs.") in text
+    for verb in ("validate", "eval", "doctor"):
+        assert "or built-in task (reach, reach_cued)" in " ".join(
+            run(verb, "--help").stdout.split()), verb
+
+
+@pytest.mark.parametrize("mask", UMASKS)
+@pytest.mark.parametrize("model_type", ["dexbotic_pi0", "dexbotic_dm0"])
+def test_the_smoke_checkpoint_gets_the_umask_modes(tmp_path: Path, mask: int,
+                                                    model_type: str) -> None:
+    """safetensors creates model.safetensors 0600; the run folder's copy is 0644 under 022."""
+    from dexrl.training.session import write_smoke_checkpoint
+
+    with umask(mask):
+        ckpt = write_smoke_checkpoint(tmp_path, model_type)
+    assert ckpt == tmp_path / "smoke-checkpoint"
+    assert (ckpt / "model.safetensors").is_file()
+    assert modes(ckpt) == expected(ckpt, mask)
+    assert [p.name for p in tmp_path.iterdir()] == ["smoke-checkpoint"]  # no staging left

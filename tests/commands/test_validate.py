@@ -40,6 +40,7 @@ def test_every_shipped_config_validates_clean(suite: str, model: str, name: str)
     assert result.exit_code == 0, result.output
     assert f"Config {name} is well-formed" in result.output
     assert "error:" not in result.output
+    assert "max_episode_steps" not in result.output  # its own horizon is no warning
 
 
 def test_config_name_flag_and_print() -> None:
@@ -148,17 +149,31 @@ def test_save_interval_beyond_max_steps_warns(monkeypatch: pytest.MonkeyPatch) -
 
 
 def test_horizon_warning_and_strict(monkeypatch: pytest.MonkeyPatch) -> None:
-    result, found = run_finding(monkeypatch, *BASE)
+    result, found = run_finding(monkeypatch, *BASE, "env.train.max_episode_steps=200")
     assert result.exit_code == 0
-    assert "warning: env.train.max_episode_steps: " in result.stderr
+    assert ("warning: env.train.max_episode_steps: 200 differs from the libero_spatial horizon "
+            "220 used by the openpi/RLinf standalone evaluations and from the shipped configs' "
+            "240") in result.stderr
     assert ("env.train.max_episode_steps", "env-horizon-differs") in found
-    strict = run(*BASE, "--strict")
+    assert ("env.eval.max_episode_steps", "env-horizon-differs") not in found  # 240 as shipped
+    strict = run(*BASE, "--strict", "env.train.max_episode_steps=200")
     assert strict.exit_code == 2
-    clean, found = run_finding(monkeypatch, *BASE, "--strict", "env.train.max_episode_steps=220",
-                               "env.eval.max_episode_steps=220",
-                               "actor.model.model_path=/nonexistent/ckpt")
-    assert clean.exit_code == 2  # the missing checkpoint is a warning too
-    assert found == {("actor.model.model_path", "checkpoint-not-found")}
+    for horizon in (220, 240):  # the standard one, and the shipped config's own (RLinf's)
+        clean, found = run_finding(monkeypatch, *BASE, "--strict",
+                                   f"env.train.max_episode_steps={horizon}",
+                                   f"env.eval.max_episode_steps={horizon}",
+                                   "actor.model.model_path=/nonexistent/ckpt")
+        assert clean.exit_code == 2  # the missing checkpoint is a warning too
+        assert found == {("actor.model.model_path", "checkpoint-not-found")}
+
+
+def test_a_negative_max_steps_says_max_epochs_decides(monkeypatch: pytest.MonkeyPatch) -> None:
+    result, found = run_finding(monkeypatch, "validate", "--suite", "reach", "--model", "pi0",
+                                "runner.max_steps=-3")
+    assert result.exit_code == 0
+    assert ("warning: runner.max_steps: -3 is negative: RLinf runs runner.max_epochs = 1000 "
+            "steps") in result.stderr
+    assert ("runner.max_steps", "runner-steps-from-epochs") in found
 
 
 def test_existing_model_path_is_checked(tmp_path, monkeypatch: pytest.MonkeyPatch) -> None:

@@ -9,6 +9,7 @@ from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
+from helpers.modes import UMASKS, expected, modes, umask
 
 from dexrl.runs import durable
 from dexrl.runs.checkpoints import is_complete, mark_complete
@@ -129,3 +130,36 @@ def test_every_trusted_file_goes_through_the_durable_writer(
         i = synced.index(("rename", str(tmp_path / name)))
         assert synced[i - 1][0] == "fsync" and synced[i - 1][1].startswith(str(tmp_path / "."))
         assert synced[i + 1] == ("fsync", str(tmp_path))
+
+
+@pytest.mark.parametrize("mask", UMASKS)
+def test_published_files_and_folders_get_the_umask_modes(tmp_path: Path, mask: int) -> None:
+    with umask(mask):
+        durable.write_json(tmp_path / "results.json", {"a": 1})
+        durable.write_text(tmp_path / "config.yaml", "a: 1\n")
+        with durable.replacing(tmp_path / "model.safetensors") as tmp:
+            os.close(os.open(tmp, os.O_CREAT | os.O_WRONLY, 0o600))  # as safetensors creates it
+        with durable.staged_folder(tmp_path / "export") as staging:
+            (staging / "sub").mkdir(mode=0o700)
+            os.close(os.open(staging / "sub" / "weights.bin", os.O_CREAT | os.O_WRONLY, 0o600))
+            (staging / "README.md").write_text("card")
+            (staging / "run.sh").write_text("#!/bin/sh\n")
+            (staging / "run.sh").chmod(0o700)
+        assert durable.umask() == mask  # read without changing it
+    got = modes(tmp_path)  # tmp_path itself is pytest's (0700)
+    assert got.pop("export/run.sh") == 0o777 & ~mask  # an executable stays executable
+    assert got == {k: v for k, v in expected(tmp_path, mask).items()
+                   if k not in (".", "export/run.sh")} | {".": got["."]}
+    assert got["results.json"] == (0o644 if mask == 0o022 else 0o664)
+    assert got["export/sub"] == (0o755 if mask == 0o022 else 0o775)
+
+
+def test_the_umask_is_read_without_proc_too(monkeypatch: pytest.MonkeyPatch) -> None:
+    def no_proc(*_args: object, **_kwargs: object) -> None:
+        raise FileNotFoundError("/proc/self/status")
+
+    monkeypatch.setattr(durable, "open", no_proc, raising=False)
+    with umask(0o027):
+        assert durable.umask() == 0o027
+        assert os.umask(0o027) == 0o027  # restored
+        assert durable.new_file_mode() == 0o640
