@@ -109,13 +109,27 @@ def pick_checkpoint(run_dir: Path, step: int | None = None,
     return complete[-1]
 
 
+def last_complete(run_dir: Path | None) -> Checkpoint | None:
+    """The complete checkpoint with the highest step, None when there is none (or no run)."""
+    if run_dir is None:
+        return None
+    return next((c for c in reversed(list_checkpoints(run_dir)) if c.complete), None)
+
+
+def last_complete_fact(run_dir: Path | None) -> str:
+    """What a failure message says about where the run can go on from."""
+    last = last_complete(run_dir)
+    return (f"the last complete checkpoint is {last.path.name}" if last is not None
+            else "no checkpoint of this run is complete")
+
+
 def resume_point(run_dir: Path, step: int | None = None) -> Checkpoint | None:
     """What ``resume`` continues from: :func:`pick_checkpoint`, except that a run with no complete
     checkpoint and no ``step`` asked for gives None (it starts again from step 0).
 
     Only ``resume`` restarts a run this way; eval and export keep refusing such a run.
     """
-    if step is None and not any(c.complete for c in list_checkpoints(run_dir)):
+    if step is None and last_complete(run_dir) is None:
         return None
     return pick_checkpoint(run_dir, step)
 

@@ -187,7 +187,7 @@ def previous_run(run_dir: Path) -> Previous | None:
 def story(run_dir: Path) -> list[str]:
     """What happened to the folder's last run when it did not close its record, or what is wrong
     with the record and what dexrl assumes then (else [])."""
-    from dexrl.runs.checkpoints import list_checkpoints
+    from dexrl.runs.checkpoints import last_complete
 
     problem = load(run_dir)[1]
     if problem is not None:
@@ -200,8 +200,8 @@ def story(run_dir: Path) -> list[str]:
     prev = previous_run(run_dir)
     if prev is None or not prev.killed:
         return []
-    complete = [c for c in list_checkpoints(run_dir) if c.complete]
-    last = (f"the last complete checkpoint is {complete[-1].path.name}" if complete
+    complete = last_complete(run_dir)
+    last = (f"the last complete checkpoint is {complete.path.name}" if complete is not None
             else "it left no complete checkpoint")
     return [f"the last run of this folder was interrupted during step {prev.step + 1} (process "
             f"{prev.pid} on {prev.host} ended without closing the run, e.g. killed); {last}"]

@@ -154,14 +154,14 @@ def run(ready: Ready) -> int:
 
 def interrupted_note(run_dir: Path) -> str:
     """What an interrupted run says last: where it stopped and how to go on."""
-    from dexrl.runs.checkpoints import list_checkpoints
+    from dexrl.runs.checkpoints import last_complete
     from dexrl.runs.state import read
 
     step = read(run_dir).get("step", 0)
-    complete = [c for c in list_checkpoints(run_dir) if c.complete]
-    if complete:
+    last = last_complete(run_dir)
+    if last is not None:
         return (f"Interrupted after step {step}; the run is resumable: `dexrl resume {run_dir}` "
-                f"continues from {complete[-1].path.name}.")
+                f"continues from {last.path.name}.")
     return (f"Interrupted after step {step}, before its first complete checkpoint: "
             f"`dexrl resume {run_dir}` starts it again from step 0.")
 

@@ -24,7 +24,7 @@ from dexrl.bridge.launch.stop import Interrupted, StopSignals
 from dexrl.bridge.launch.supervisor import Supervisor
 from dexrl.bridge.registry import EXT_MODULE
 from dexrl.errors import DexrlError, disk_full, disk_full_error, disk_full_folder, one_line
-from dexrl.runs.checkpoints import Checkpoint, list_checkpoints, mark_complete
+from dexrl.runs.checkpoints import Checkpoint, last_complete_fact, mark_complete
 from dexrl.runs.divergence import watch_from
 from dexrl.runs.layout import LOG_FILE, WORKER_LOGS
 from dexrl.runs.owned_keys import check_run_folder
@@ -403,10 +403,7 @@ def _close_record(tracker: Any, status: str) -> None:
 
 
 def _disk_full(exc: OSError, run_dir: Path) -> DexrlError:
-    complete = [c for c in list_checkpoints(run_dir) if c.complete]
-    last = (f"the last complete checkpoint is {complete[-1].path.name}" if complete
-            else "no checkpoint of this run is complete")
-    return disk_full_error(disk_full_folder(exc, run_dir), facts=[last],
+    return disk_full_error(disk_full_folder(exc, run_dir), facts=[last_complete_fact(run_dir)],
                            hint=f"free space on that disk, then `dexrl resume {run_dir}`")
 
 

@@ -34,6 +34,7 @@ from dexrl.bridge.launch.failures import (
 from dexrl.bridge.launch.output import Output
 from dexrl.bridge.launch.stop import Interrupted, StopSignals
 from dexrl.errors import DexrlError, disk_full, disk_full_error, disk_full_folder
+from dexrl.runs.checkpoints import last_complete, last_complete_fact
 from dexrl.runs.divergence import Divergence, DivergenceWatch, StepHealth, step_health
 
 
@@ -225,19 +226,14 @@ class Supervisor:
             raise self._divergence_error(self._diverged)
 
     def _divergence_error(self, diverged: Divergence) -> DexrlError:
-        from dexrl.runs.checkpoints import list_checkpoints
-
-        complete = [c for c in list_checkpoints(self.run_dir) if c.complete] \
-            if self.run_dir is not None else []
+        last = last_complete(self.run_dir)
         run = self.run_dir or "RUN_DIR"
-        if complete:
-            last = complete[-1]
-            where = f"the last complete checkpoint is {last.path.name}"
+        where = last_complete_fact(self.run_dir)
+        if last is not None:
             hint = (f"lower the learning rate (actor.optim.lr, actor.optim.value_lr), then "
                     f"`dexrl resume {run} --step {last.step} actor.optim.lr=... "
                     "--allow-changes`")
         else:
-            where = "no checkpoint of this run is complete"
             hint = ("lower the learning rate (actor.optim.lr, actor.optim.value_lr), then "
                     f"`dexrl resume {run} actor.optim.lr=... --allow-changes` (it starts the "
                     "run again from step 0)")
@@ -327,14 +323,9 @@ class Supervisor:
             return False
 
     def _disk_full(self, folder: str) -> DexrlError:
-        from dexrl.runs.checkpoints import list_checkpoints
-
-        complete = [c for c in list_checkpoints(self.run_dir) if c.complete] \
-            if self.run_dir is not None else []
-        last = (f"the last complete checkpoint is {complete[-1].path.name}" if complete
-                else "no checkpoint of this run is complete")
-        resume = f"`dexrl resume {self.run_dir}`" if self.run_dir else "`dexrl resume RUN_DIR`"
-        return disk_full_error(f"{folder} during step {self.step + 1}", facts=[last],
+        resume = f"`dexrl resume {self.run_dir or 'RUN_DIR'}`"
+        return disk_full_error(f"{folder} during step {self.step + 1}",
+                               facts=[last_complete_fact(self.run_dir)],
                                hint=f"free space on that disk, then {resume}")
 
     def _stall(self, idle_s: float) -> DexrlError:
