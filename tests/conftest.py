@@ -177,3 +177,11 @@ def actions(env_obs: dict) -> Callable[[object], Any]:
         return policy.predict(env_obs, noise=noise, num_steps=3)["actions"]
 
     return act
+
+
+@pytest.fixture
+def cwd(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
+    """A fresh working folder and dexrl home: what a command writes by default lands here."""
+    monkeypatch.chdir(tmp_path)
+    monkeypatch.setenv("DEXRL_HOME", str(tmp_path / "home"))
+    return tmp_path

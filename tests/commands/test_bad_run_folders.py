@@ -15,6 +15,7 @@ import textwrap
 from pathlib import Path
 
 import pytest
+from helpers.files import tree
 from typer.testing import CliRunner
 
 from dexrl.cli import app
@@ -28,12 +29,6 @@ runner = CliRunner()
 
 def run(*args: object):
     return runner.invoke(app, [str(a) for a in args], env={"COLUMNS": "250"})
-
-
-def tree(root: Path) -> dict[str, bytes | None]:
-    """Every path below ``root`` with its bytes (None for folders)."""
-    return {str(p.relative_to(root)): None if p.is_dir() else p.read_bytes()
-            for p in sorted(root.rglob("*"))}
 
 
 @pytest.fixture

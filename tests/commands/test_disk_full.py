@@ -316,9 +316,7 @@ PI0 = "Dexmal/libero-db-pi0"
 @pytest.fixture
 def hub(tiny_pi0_dir: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch):  # noqa: ANN201
     """The stand-in hub (tests/helpers/hub_server.py) serving the tiny π0 at two commits."""
-    from helpers.hub_server import FakeRepo, HubServer, commit_sha
-    from huggingface_hub import constants
-    from huggingface_hub.utils import reset_sessions
+    from helpers.hub_server import FakeRepo, HubServer, commit_sha, use_hub
 
     files = {p.relative_to(tiny_pi0_dir).as_posix(): p.read_bytes()
              for p in tiny_pi0_dir.rglob("*") if p.is_file()}
@@ -326,14 +324,7 @@ def hub(tiny_pi0_dir: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch):  #
     older = {**files, "norm_stats.json": files["norm_stats.json"] + b" "}
     with HubServer(lifetime=60) as server:
         server.add(FakeRepo(PI0, {main: files, v1: older}, {"main": main, "v1.0": v1}))
-        monkeypatch.setenv("HF_ENDPOINT", server.url)
-        monkeypatch.setenv("DEXRL_HOME", str(tmp_path / "dexrl-home"))
-        for var in ("HF_TOKEN", "HUGGING_FACE_HUB_TOKEN", "HF_HUB_OFFLINE"):
-            monkeypatch.delenv(var, raising=False)
-        monkeypatch.setattr(constants, "HF_HUB_OFFLINE", False)
-        monkeypatch.setattr(constants, "HF_HUB_ENABLE_HF_TRANSFER", False)
-        monkeypatch.setattr(constants, "HF_TOKEN_PATH", str(tmp_path / "no-token"))
-        reset_sessions()
+        use_hub(server, monkeypatch, tmp_path / "dexrl-home")
         yield server
 
 

@@ -11,9 +11,8 @@ import sys
 from pathlib import Path
 
 import pytest
-from helpers.hub_server import FakeRepo, HubServer, commit_sha
+from helpers.hub_server import FakeRepo, HubServer, commit_sha, use_hub
 from huggingface_hub import constants
-from huggingface_hub.utils import reset_sessions
 from typer.testing import CliRunner
 
 from dexrl.cli import app
@@ -91,15 +90,7 @@ def hub(pi0_main, pi0_v1, dm0_files, home, monkeypatch):
         server.add(repo("RLinf/LIBERO-assets", {**assets, "README.md": b"assets"},
                         repo_type="dataset"))
         server.add(repo("acme/broken-assets", {"scenes/a.xml": b"<a/>"}, repo_type="dataset"))
-        monkeypatch.setenv("HF_ENDPOINT", server.url)
-        monkeypatch.setenv("DEXRL_HOME", str(home))
-        for var in ("HF_TOKEN", "HUGGING_FACE_HUB_TOKEN", "HF_HUB_OFFLINE", "LIBERO_ASSETS_REPO"):
-            monkeypatch.delenv(var, raising=False)
-        # Settings huggingface_hub read at import; a machine-wide token must not leak in.
-        monkeypatch.setattr(constants, "HF_HUB_OFFLINE", False)
-        monkeypatch.setattr(constants, "HF_HUB_ENABLE_HF_TRANSFER", False)
-        monkeypatch.setattr(constants, "HF_TOKEN_PATH", str(home / "no-token"))
-        reset_sessions()
+        use_hub(server, monkeypatch, home, unset=("LIBERO_ASSETS_REPO",))
         yield server
 
 

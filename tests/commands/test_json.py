@@ -47,13 +47,6 @@ def failure(result: Any, code: str) -> dict[str, Any]:
     return data
 
 
-@pytest.fixture
-def cwd(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
-    monkeypatch.chdir(tmp_path)
-    monkeypatch.setenv("DEXRL_HOME", str(tmp_path / "home"))
-    return tmp_path
-
-
 # --- validate -------------------------------------------------------------------------------
 
 

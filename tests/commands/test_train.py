@@ -28,13 +28,6 @@ def run(*args: str):
     return runner.invoke(app, list(args), env={"COLUMNS": "250"})
 
 
-@pytest.fixture
-def cwd(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
-    monkeypatch.chdir(tmp_path)
-    monkeypatch.setenv("DEXRL_HOME", str(tmp_path / "home"))
-    return tmp_path
-
-
 def test_dry_run_prints_the_plan_and_writes_nothing(cwd: Path) -> None:
     result = run("train", *SPATIAL_PI0, "--dry-run", "--gpus-per-node", "4")
     assert result.exit_code == 0, result.output

@@ -17,6 +17,8 @@ import re
 import threading
 from dataclasses import dataclass, field
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from pathlib import Path
+from typing import Any
 from urllib.parse import unquote, urlsplit
 
 _INFO = re.compile(r"^/api/(models|datasets)/(.+?)(?:/revision/([^/]+))?$")
@@ -240,3 +242,21 @@ def _range_start(header: str | None) -> int:
 def commit_sha(label: str) -> str:
     """A stable fake 40-hex commit sha for ``label``."""
     return hashlib.sha1(label.encode()).hexdigest()
+
+
+def use_hub(server: HubServer, monkeypatch: Any, home: Path,
+            unset: tuple[str, ...] = ()) -> None:
+    """Point huggingface_hub and dexrl at ``server``, with ``home`` as dexrl's home: no token,
+    offline mode or hf_transfer of this machine leaks in (``unset``: more variables to clear)."""
+    from huggingface_hub import constants
+    from huggingface_hub.utils import reset_sessions
+
+    monkeypatch.setenv("HF_ENDPOINT", server.url)
+    monkeypatch.setenv("DEXRL_HOME", str(home))
+    for var in ("HF_TOKEN", "HUGGING_FACE_HUB_TOKEN", "HF_HUB_OFFLINE", *unset):
+        monkeypatch.delenv(var, raising=False)
+    # Settings huggingface_hub read at import; a machine-wide token must not leak in.
+    monkeypatch.setattr(constants, "HF_HUB_OFFLINE", False)
+    monkeypatch.setattr(constants, "HF_HUB_ENABLE_HF_TRANSFER", False)
+    monkeypatch.setattr(constants, "HF_TOKEN_PATH", str(home / "no-token"))
+    reset_sessions()
