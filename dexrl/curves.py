@@ -8,7 +8,7 @@ functions: ``dexrl --help`` must not pay for them.
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Container
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -25,6 +25,21 @@ TIME_SPLIT = (
     ("training", "time/actor/run_training"),
     ("weight_sync", "time/sync_weights"),
 )
+# The same parts under RLinf's async runner's names; "waiting" is the actor waiting for
+# trajectories (rollouts themselves run beside training there).
+ASYNC_TIME_SPLIT = (
+    ("waiting", "time/construct_rollout_batch"),
+    ("advantages", "time/cal_adv_and_returns"),
+    ("training", "time/actor_training"),
+    ("weight_sync", "time/update_rollout_weights"),
+)
+
+
+def time_split(tags: Container[str]) -> tuple[tuple[str, str], ...]:
+    """The (label, tag) pairs of a step's time split present in ``tags``: the async runner's
+    when it logged them, else the synchronous runner's."""
+    split = ASYNC_TIME_SPLIT if "time/actor_training" in tags else TIME_SPLIT
+    return tuple((label, tag) for label, tag in split if tag in tags)
 
 # (panel title, tag) of the metrics drawn one per panel, in reading order.
 PANELS = (
@@ -61,8 +76,9 @@ def event_files(run_dir: Path) -> list[Path]:
 def read_run(run_dir: Path, label: str | None = None) -> RunCurves:
     """Every scalar RLinf logged for a run; the last value wins for a step logged twice (resume).
 
-    RLinf logs global step ``k`` (1-based, as ``train`` prints it) at TensorBoard step ``k - 1``;
-    the series use ``k``.
+    RLinf's synchronous runner logs global step ``k`` (1-based, as ``train`` prints it) at
+    TensorBoard step ``k - 1``, its async runner at ``k`` (:func:`logged_offset`); the series
+    use ``k``.
 
     Raises:
         DexrlError: the path is not a folder, or holds no event file with scalars.
@@ -82,9 +98,10 @@ def read_run(run_dir: Path, label: str | None = None) -> RunCurves:
                          "(runner.logger.logger_backends includes tensorboard) after its first "
                          "step", where=str(run_dir), code="plot-no-event-files")
     points: dict[str, dict[int, float]] = {}
+    offset = logged_offset(run_dir)
     for path in files:  # sorted by name: event files of a resumed run come later
         for tag, step, value in _scalars(path):
-            points.setdefault(tag, {})[step + 1] = value
+            points.setdefault(tag, {})[step + offset] = value
     if not points:
         raise DexrlError("the event files hold no scalars yet",
                          "wait for the run's first global step to finish, then plot again",
@@ -92,6 +109,23 @@ def read_run(run_dir: Path, label: str | None = None) -> RunCurves:
     series = {tag: (sorted(by_step), [by_step[s] for s in sorted(by_step)])
               for tag, by_step in points.items()}
     return RunCurves(label or _label(run_dir), series, run_dir)
+
+
+def logged_offset(run_dir: Path) -> int:
+    """What to add to a TensorBoard step of this run for its global step: 1, or 0 for a run of
+    RLinf's async runner (``runner.mode: async`` in its config.yaml), which logs after counting
+    the step."""
+    from dexrl.config.modes import run_mode
+
+    config = run_dir / "config.yaml"
+    if not config.is_file():
+        return 1
+    try:
+        from omegaconf import OmegaConf
+
+        return 0 if run_mode(OmegaConf.load(config)) == "async" else 1
+    except Exception:  # an unreadable config is reported by the verbs that need it
+        return 1
 
 
 def _label(run_dir: Path) -> str:
@@ -259,7 +293,8 @@ def _axes(ax, title: str) -> None:  # noqa: ANN001
 def _time_panel(ax, runs: list[RunCurves], colors: list[str]) -> None:  # noqa: ANN001
     """Seconds per step by part: a stacked area for one run, lines per part for several."""
     _axes(ax, "time per step (s)")
-    parts = [(label, tag) for label, tag in TIME_SPLIT if any(tag in r.series for r in runs)]
+    tags = {tag for r in runs for tag in r.series}
+    parts = list(time_split(tags))
     if not parts:
         ax.text(0.5, 0.5, "not logged", ha="center", va="center", transform=ax.transAxes,
                 color="grey")

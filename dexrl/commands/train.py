@@ -33,6 +33,10 @@ Examples:
   dexrl train --suite libero_spatial --model pi0 --ckpt Dexmal/libero-db-pi0
       Full PPO on this node's GPUs (the repo id must have been fetched by `dexrl download`).
 
+  dexrl train --suite libero_spatial --model pi0 --ckpt Dexmal/libero-db-pi0 --mode async
+      RLinf's async PPO: the actor trains on GPUs 0-3 while env and rollout run on 4-7
+      (docs/execution-modes.md).
+
   dexrl train --suite libero_spatial --model pi0 --ckpt /data/libero-db-pi0 --dry-run
       Prints placement, per-step work, checkpoint size and a memory estimate; starts nothing.
       With --json the same plan as one JSON document (schema dexrl.train-plan/1).
@@ -70,6 +74,10 @@ def train(
     overrides: list[str] = typer.Argument(None, help="Hydra overrides, key=value."),
     as_json: bool = typer.Option(False, "--json", help="With --dry-run: print one JSON document "
                                  f"(schema {PLAN_SCHEMA}) instead of text."),
+    mode: str = typer.Option(None, "--mode",
+                             help="sync (default): roll out, then train. async: RLinf's async "
+                             "PPO, rollouts go on while the actor trains "
+                             "(docs/execution-modes.md)."),
 ) -> None:
     """Train a policy with PPO on a LIBERO suite or a built-in task, RLinf as the backend."""
     if as_json and not dry_run:
@@ -80,7 +88,7 @@ def train(
     new = prepare(TrainRequest(
         suite=suite, model=model, config_name=config_name, ckpt=ckpt, name=name,
         run_dir=run_dir, smoke=smoke, dry_run=dry_run, gpus_per_node=gpus_per_node,
-        overrides=tuple(overrides or ()),
+        overrides=tuple(overrides or ()), mode=mode,
         launch=LaunchOptions(ray_address=ray_address, verbose=verbose,
                              stall_timeout=stall_timeout)))
     if dry_run:

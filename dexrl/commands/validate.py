@@ -6,6 +6,7 @@ from typing import TYPE_CHECKING, Any
 
 import typer
 
+from dexrl.config.modes import mode_overrides
 from dexrl.errors import DexrlError, one_line
 
 if TYPE_CHECKING:
@@ -28,6 +29,10 @@ Examples:
   dexrl validate --suite libero_goal --model dm0 env.train.total_num_envs=30 --print
 
   dexrl validate --config-name libero_10_ppo_dexbotic_pi0 cluster.num_nodes=2 --gpus-per-node 4
+
+  dexrl validate --suite libero_spatial --model pi0 --mode async --print
+      RLinf's async PPO (conf/mode/async.yaml): the decoupled loss, staleness bound and the
+      actor on GPUs 0-3, env and rollout on 4-7 (docs/execution-modes.md).
 
   dexrl validate --suite libero_spatial --model pi0 --json | jq '.findings[] | .code'
       The same check as one JSON document (schema dexrl.validate/1): ok, counts, findings.
@@ -104,6 +109,9 @@ def validate(
                                 "(in the chosen config, else libero_spatial pi0) and meaning."),
     as_json: bool = typer.Option(False, "--json", help="Print one JSON document (schema "
                                  f"{SCHEMA}) instead of text; exit 2 as without it."),
+    mode: str = typer.Option(None, "--mode",
+                             help="sync (default) or async: check the config for RLinf's async "
+                             "PPO (docs/execution-modes.md)."),
 ) -> None:
     """Compose and check a training config (no Ray, no GPU, no rlinf import)."""
     from omegaconf import OmegaConf
@@ -117,10 +125,11 @@ def validate(
         raise DexrlError("--explain prints a description for people and takes no --json",
                          "drop --json to read it, or drop --explain to check the config",
                          code="flags-explain-json")
+    overrides = [*mode_overrides(mode), *(overrides or [])]
     if explain:
-        show_key(explain, suite, model, config_name, overrides or [])
+        show_key(explain, suite, model, config_name, overrides)
         return
-    result = compose_and_check(suite, model, config_name, overrides or [], gpus_per_node)
+    result = compose_and_check(suite, model, config_name, overrides, gpus_per_node)
     if as_json:
         done = outcome(result, strict)
         if print_cfg:  # the resolved config as data, in the same document

@@ -328,6 +328,13 @@ SCHEMA: tuple[Key, ...] = (
        choices=("stop", "warn")),
     _k("runner.divergence.skipped_steps", "int", "dexrl: unclean steps in a row (non-finite "
        "loss or gradient norm, skipped optimizer updates) that stop the run.", POS),
+    _k("runner.mode", "str", "dexrl: which RLinf runner trains: sync (EmbodiedRunner: roll out, "
+       "then train), async (AsyncPPOEmbodiedRunner: rollouts go on while the actor trains) or "
+       "pipeline (EmbodiedRunner with runner.use_training_pipeline: training starts on each "
+       "micro-batch as the envs finish it). `--mode M` applies conf/mode/M.yaml. Absent: sync.",
+       choices=("sync", "async", "pipeline")),
+    _k("runner.use_training_pipeline", _BOOL, "RLinf's training pipeline (GAE only); dexrl's "
+       "`--mode pipeline` sets it with runner.mode: pipeline."),
     _k("runner.resume_dir", "str|null", "Checkpoint RLinf resumes from (dexrl resume sets it)."),
     _k("runner.ckpt_path", "str|null", "Weights RLinf loads into the actor at start."),
     _k("runner.eval_policy_path", "str|null", "Weights RLinf evaluates with runner.only_eval."),
@@ -376,6 +383,14 @@ SCHEMA: tuple[Key, ...] = (
        UNIT),
     _k("algorithm.rewards_upper_bound", "float", "Upper success-rate bound of filter_rewards.",
        UNIT),
+    _k("algorithm.staleness_threshold", "int|null", "Async PPO: trajectories more than this "
+       "many policy versions behind the actor are dropped.", NONNEG),
+    _k("algorithm.rollout_store_size_per_rank", "int", "Async PPO: trajectories each actor rank "
+       "trains on per step (the newest ones).", POS),
+    _k("algorithm.on_policy_min_ratio", "float", "Async PPO: share of a step's samples that "
+       "must come from the current policy before it trains (0: no wait).", UNIT),
+    _k("algorithm.behave_weight_threshold", "float|null", "Decoupled PPO: cap on the behaviour "
+       "importance weight (null: none).", "(0, inf)"),
     # --- rollout (RLinf's embodied rollout worker) ---
     _k("rollout.group_name", "str", "Name of RLinf's rollout worker group."),
     _k("rollout.generation_backend", "str", "Rollout backend; embodied policies run in "

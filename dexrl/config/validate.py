@@ -56,9 +56,12 @@ def compose_request(suite: str | None, model: str | None, config_name: str | Non
 
 def check_composed(composed: Validated, suite: str | None, gpus_per_node: int = 8,
                    cpu_only: bool = False) -> Validated:
-    """:func:`compose_and_check`'s second half: every config check on a composed config."""
+    """:func:`compose_and_check`'s second half: every config check on a composed config (an
+    async run on GPUs first gets its default placement, :func:`dexrl.config.modes.place_async`)."""
     from dexrl.config.checks import Facts, run_config_checks
+    from dexrl.config.modes import place_async
 
     cfg = composed.cfg
+    place_async(cfg, gpus_per_node, cpu_only)
     facts = Facts(suite=suite_of(cfg, suite), gpus_per_node=gpus_per_node, cpu_only=cpu_only)
     return Validated(composed.name, cfg, composed.findings + run_config_checks(cfg, facts))

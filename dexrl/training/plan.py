@@ -15,6 +15,7 @@ from omegaconf import DictConfig, OmegaConf
 
 from dexrl.catalog import policy_for
 from dexrl.config.checks import Facts, parse_placement
+from dexrl.config.modes import run_mode
 from dexrl.errors import DexrlError, errors
 from dexrl.hub.weights import read_weights
 from dexrl.models.layout import FROZEN_PREFIXES, weight_files
@@ -47,6 +48,8 @@ class Plan:
     prefix_cache: PrefixCachePlan | None = None
     attention: str = "eager"
     rollout_speed: str = "eager"
+    mode: str = "sync"  # runner.mode (dexrl.config.modes)
+    mode_text: str = "sync (RLinf's EmbodiedRunner: roll out, then train, then sync weights)"
 
 
 @dataclass
@@ -135,6 +138,7 @@ def make_plan(cfg: DictConfig, facts: Facts, ckpt_dir: Path | None = None) -> Pl
     """
     plan = Plan(placement=placement(cfg, facts.gpus_per_node))
     plan.global_steps, plan.steps_from = planned_steps(cfg), steps_source(cfg)
+    plan.mode, plan.mode_text = run_mode(cfg), mode_text(cfg)
     envs = int(_sel(cfg, "env.train.total_num_envs"))
     epochs = int(_sel(cfg, "env.train.rollout_epoch", 1))
     steps = int(_sel(cfg, "env.train.max_steps_per_rollout_epoch"))
@@ -220,6 +224,7 @@ def render_plan(plan: Plan, gpus_per_node: int) -> list[str]:
     lines += ["Per node (RLINF_NODE_RANK):", *(f"  {line}" for line in
                                                 render_by_node(plan.placement))]
     lines += [
+        f"Mode: {plan.mode_text}",
         f"Global steps: {plan.global_steps} ({plan.steps_from})",
         "Per global step:",
         f"  env steps        {plan.env_steps:,}",
@@ -249,6 +254,7 @@ def plan_record(plan: Plan, gpus_per_node: int) -> dict[str, Any]:
     return {
         "placement": {comp: [{"node": n, "gpu": g} for n, g in gpus]
                       for comp, gpus in plan.placement.items()},
+        "mode": plan.mode,
         "per_node": [{"node": node, "ranks": comps}
                      for node, comps in by_node(plan.placement).items()],
         "per_global_step": {"env_steps": plan.env_steps, "policy_calls": plan.policy_calls,
@@ -267,6 +273,17 @@ def plan_record(plan: Plan, gpus_per_node: int) -> dict[str, Any]:
         "memory_gb_per_gpu": [{"node": key // gpus_per_node, "gpu": key % gpus_per_node,
                                "gb": gb} for key, gb in sorted(plan.memory_gb_per_gpu.items())],
     }
+
+
+def mode_text(cfg: DictConfig) -> str:
+    """The execution mode in words, with what bounds an async run's data."""
+    if run_mode(cfg) != "async":
+        return "sync (RLinf's EmbodiedRunner: roll out, then train, then sync weights)"
+    stale = _sel(cfg, "algorithm.staleness_threshold")
+    store = _sel(cfg, "algorithm.rollout_store_size_per_rank", 1)
+    return (f"async (RLinf's AsyncPPOEmbodiedRunner: env and rollout run on while the actor "
+            f"trains; each step trains on {store} trajectory(ies) per actor rank, at most "
+            f"{stale} policy version(s) old)")
 
 
 def rollout_speed(cfg: DictConfig) -> str:

@@ -2,13 +2,14 @@
 
 from __future__ import annotations
 
+import re
 import statistics
 from pathlib import Path
 from typing import Any
 
 from rich.console import Console
 
-from dexrl.curves import TIME_SPLIT as _TIME_SPLIT
+from dexrl.curves import time_split
 from dexrl.errors import DexrlError, disk_full
 from dexrl.runs.divergence import step_health
 
@@ -19,6 +20,27 @@ _METRICS = (
     ("policy_loss", "train/actor/policy_loss", ".4f"),
     ("value_loss", "train/critic/value_loss", ".4f"),
 )
+
+
+_STALENESS = re.compile(r"rollout/data_staleness_(\d+)/ratio")
+_DROPPED = "rollout/discarded_unused_trajs"
+
+
+def staleness(metrics: dict[str, Any]) -> str | None:
+    """An async step's data age, from RLinf's metrics: the policy versions its samples lag the
+    actor by (mean and most) and the trajectories never trained on so far; None for a
+    synchronous step (which logs none of these)."""
+    ratios = {int(m.group(1)): float(v) for k, v in metrics.items()
+              if (m := _STALENESS.fullmatch(k)) and float(v) > 0}
+    if not ratios and _DROPPED not in metrics:
+        return None
+    text = ""
+    if ratios:
+        mean = sum(d * r for d, r in ratios.items()) / sum(ratios.values())
+        text = f"behind {mean:.1f} (max {max(ratios)})"
+    if _DROPPED in metrics:
+        text += f"{'  ' if text else ''}dropped {int(metrics[_DROPPED])}"
+    return text
 
 
 def _clock(seconds: float) -> str:
@@ -75,7 +97,9 @@ class ProgressPrinter:
         health = step_health(event.step, m)
         if health.skipped:
             parts.append(f"updates skipped {health.skipped}/{health.updates or '?'}")
-        split = [f"{label}={m[key]:.1f}s" for label, key in _TIME_SPLIT if key in m]
+        if (age := staleness(m)) is not None:
+            parts.append(age)
+        split = [f"{label}={m[key]:.1f}s" for label, key in time_split(m)]
         if split:
             parts.append("time " + " ".join(split))
         return "  ".join(parts)

@@ -53,6 +53,7 @@ class TrainRequest:
     gpus_per_node: int | None = None
     overrides: tuple[str, ...] = ()
     launch: LaunchOptions = field(default_factory=LaunchOptions)
+    mode: str | None = None  # --mode: sync or async (dexrl.config.modes)
 
 
 @dataclass(frozen=True)
@@ -241,6 +242,7 @@ def prepare(request: TrainRequest) -> NewRun:
 
     from dexrl.checkpoints.sources import locate_checkpoint
     from dexrl.config.compose import suite_of
+    from dexrl.config.modes import mode_overrides
     from dexrl.config.validate import check_composed, compose_request
     from dexrl.runs.layout import default_run_dir
     from dexrl.runs.owned_keys import set_run_folder
@@ -254,7 +256,7 @@ def prepare(request: TrainRequest) -> NewRun:
         raise DexrlError("--smoke trains a tiny random model and takes no --ckpt",
                          "drop --ckpt, or drop --smoke to train the checkpoint",
                          code="flags-smoke-ckpt")
-    overrides = list(request.overrides)
+    overrides = [*mode_overrides(request.mode), *request.overrides]
     if request.ckpt:
         overrides = ckpt_overrides(locate_checkpoint(request.ckpt)) + overrides
     overlay = smoke_overlay(suite, request.config_name) if smoke else None

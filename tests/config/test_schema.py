@@ -21,7 +21,8 @@ from dexrl.config.schema import (
 )
 from dexrl.dotted import flatten
 
-VARIANTS = ([], ["+smoke=cpu"])  # the smoke overlay also selects weight_syncer=bucket_syncer
+VARIANTS = ([], ["+smoke=cpu"], ["+mode=async"], ["+mode=pipeline"])  # the smoke overlay also
+# selects weight_syncer=bucket_syncer
 
 
 @pytest.fixture(scope="module")

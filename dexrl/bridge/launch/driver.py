@@ -284,17 +284,19 @@ def _pipeline(cfg: DictConfig, cluster: Any, listener: Supervisor) -> Callable[[
     def run() -> None:
         from rlinf.utils.placement import HybridComponentPlacement
 
-        from dexrl.bridge.launch.workers import DexrlActor, DexrlEnv, DexrlRollout, DexrlRunner
+        from dexrl.bridge.launch.workers import WORKERS
+        from dexrl.config.modes import run_mode
 
+        actor, rollout, env, runner_cls = WORKERS[run_mode(cfg)]
         placement = HybridComponentPlacement(cfg, cluster)
         groups = {}
-        for role, cls, group_cfg in (("actor", DexrlActor, cfg.actor),
-                                     ("rollout", DexrlRollout, cfg.rollout),
-                                     ("env", DexrlEnv, cfg.env)):
+        for role, cls, group_cfg in (("actor", actor, cfg.actor),
+                                     ("rollout", rollout, cfg.rollout),
+                                     ("env", env, cfg.env)):
             groups[role] = cls.create_group(cfg).launch(
                 cluster, name=group_cfg.group_name,
                 placement_strategy=placement.get_strategy(role))
-        runner = DexrlRunner(cfg=cfg, listener=listener, **groups)
+        runner = runner_cls(cfg=cfg, listener=listener, **groups)
         runner.init_workers()
         runner.run()
 

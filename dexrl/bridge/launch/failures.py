@@ -87,16 +87,23 @@ def failed_task_causes(wait_s: float = 10.0) -> list[tuple[str, str, list[str]]]
         causes = []
         for task in tasks:
             lines = [ln for ln in (task.error_message or "").splitlines() if ln.strip()]
-            if lines:
+            if lines and not _polled_empty(lines[-1]):
                 causes.append((task.func_or_class_name or task.name, lines[-1], lines))
         if causes or time.monotonic() > deadline:
             return causes
         time.sleep(0.5)
 
 
+def _polled_empty(last_line: str) -> bool:
+    """An empty channel polled with ``get_nowait``: RLinf's async runner drains its metric
+    channels that way and catches the ``QueueEmpty``, which Ray still records as a failed task."""
+    return last_line.strip().endswith("QueueEmpty")
+
+
 # The classes dexrl launches (dexrl.bridge.launch.workers); RLinf's own short-lived helper actors
 # die on purpose and are not failures.
-WORKER_CLASSES = frozenset({"DexrlActor", "DexrlRollout", "DexrlEnv"})
+WORKER_CLASSES = frozenset({"DexrlActor", "DexrlRollout", "DexrlEnv", "DexrlAsyncActor",
+                            "DexrlAsyncRollout", "DexrlAsyncEnv"})
 # Ray's reasons for an actor whose owner dropped every handle (ActorDiedErrorContext.Reason):
 # OUT_OF_SCOPE, or REF_DELETED once lineage references are gone too (both seen with Ray 2.60).
 RELEASED = frozenset({"OUT_OF_SCOPE", "REF_DELETED"})

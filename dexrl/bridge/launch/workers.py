@@ -24,9 +24,18 @@ from rlinf.runners import embodied_runner  # noqa: E402
 from rlinf.runners.embodied_runner import EmbodiedRunner  # noqa: E402
 from rlinf.utils.metric_logger import MetricLogger  # noqa: E402
 from rlinf.workers.actor.fsdp_actor_worker import EmbodiedFSDPActor  # noqa: E402
+from rlinf.workers.actor.fsdp_actor_worker_pipeline import PipelineEmbodiedFSDPActor  # noqa: E402
 from rlinf.workers.env import env_worker  # noqa: E402
 from rlinf.workers.env.env_worker import EnvWorker  # noqa: E402
 from rlinf.workers.rollout.hf.huggingface_worker import MultiStepRolloutWorker  # noqa: E402
+
+from dexrl.bridge.launch.async_workers import (  # noqa: E402
+    AsyncEnvWorker,
+    AsyncMultiStepRolloutWorker,
+    AsyncPPOEmbodiedFSDPActor,
+    AsyncPPOEmbodiedRunner,
+    on_cpu_devices,
+)
 
 
 @contextlib.contextmanager
@@ -41,10 +50,11 @@ def replaced(module: Any, name: str, value: Any) -> Iterator[None]:
         setattr(module, name, original)
 
 
-class DexrlActor(EmbodiedFSDPActor):
-    """RLinf's FSDP actor, launched from a module that prepares the worker process, clipping by
-    the norm of the whole gradient (:func:`reduce_grad_norm_over_shards`), and freeing the
-    policy's training prefix cache after each training round."""
+class ActorHooks:
+    """What dexrl adds to an RLinf FSDP actor (synchronous or async): launched from a module that
+    prepares the worker process, clipping by the norm of the whole gradient
+    (:func:`reduce_grad_norm_over_shards`), counting skipped updates and freeing the policy's
+    training prefix cache after each training round."""
 
     def __init__(self, cfg: Any) -> None:
         super().__init__(cfg)
@@ -59,23 +69,49 @@ class DexrlActor(EmbodiedFSDPActor):
         self._skipped += not math.isfinite(float(grad_norm))
         return grad_norm, lrs
 
-    def run_training(self) -> Any:
+    def run_training(self, *args: Any, **kwargs: Any) -> Any:
         """RLinf's training round, its metrics with ``actor/updates`` and
         ``actor/updates_skipped`` (:mod:`dexrl.runs.divergence`); the prefix caches of its
         samples are dropped at its end (and, through RLinf's ``set_global_step`` hook, at the
-        start of every global step)."""
+        start of every global step). The pipeline actor takes its input channel here and nests
+        its metrics under ``training_metrics``."""
         self._updates = self._skipped = 0
         try:
-            metrics = super().run_training()
+            metrics = super().run_training(*args, **kwargs)
         finally:
             release_prefix_cache(self.model)
         if isinstance(metrics, dict):
-            metrics["actor/updates"] = float(self._updates)
-            metrics["actor/updates_skipped"] = float(self._skipped)
+            nested = metrics.get("training_metrics")
+            into = nested if isinstance(nested, dict) else metrics
+            into["actor/updates"] = float(self._updates)
+            into["actor/updates_skipped"] = float(self._skipped)
         return metrics
 
 
-class DexrlRollout(MultiStepRolloutWorker):
+class DexrlActor(ActorHooks, EmbodiedFSDPActor):
+    """RLinf's synchronous FSDP actor with dexrl's :class:`ActorHooks`."""
+
+
+class DexrlPipelineActor(ActorHooks, PipelineEmbodiedFSDPActor):
+    """RLinf's training-pipeline actor (``runner.use_training_pipeline``: it trains on each
+    micro-batch as the env workers send it) with dexrl's :class:`ActorHooks`."""
+
+
+class DexrlAsyncActor(ActorHooks, AsyncPPOEmbodiedFSDPActor):
+    """RLinf's async PPO actor with dexrl's :class:`ActorHooks`.
+
+    RLinf's async training round names ``cuda`` devices directly; on a node without an
+    accelerator those lookups resolve to the CPU for the duration of the round
+    (:func:`dexrl.bridge.launch.async_workers.on_cpu_devices`), the loop itself unchanged.
+    """
+
+    def run_training(self) -> Any:
+        """RLinf's async training round (with :class:`ActorHooks`), on this node's device."""
+        with on_cpu_devices():
+            return super().run_training()
+
+
+class RolloutHooks:
     """RLinf's Hugging Face multi-step rollout worker, launched the same way, with seeded noise.
 
     RLinf seeds the actor's shuffle (``actor.seed + rank``) but not the rollout process, so the
@@ -92,7 +128,15 @@ class DexrlRollout(MultiStepRolloutWorker):
         super().init_worker()
 
 
-class DexrlEnv(EnvWorker):
+class DexrlRollout(RolloutHooks, MultiStepRolloutWorker):
+    """RLinf's synchronous rollout worker with dexrl's :class:`RolloutHooks`."""
+
+
+class DexrlAsyncRollout(RolloutHooks, AsyncMultiStepRolloutWorker):
+    """RLinf's long-running async rollout worker with dexrl's :class:`RolloutHooks`."""
+
+
+class EnvHooks:
     """RLinf's environment worker, launched the same way, that can also serve dexrl's tasks.
 
     RLinf's env types are a closed enum, so a dexrl task keeps an RLinf ``env_type`` whose
@@ -113,6 +157,14 @@ class DexrlEnv(EnvWorker):
 
         with replaced(env_worker, "get_env_cls", get_env_cls):
             super().init_worker()
+
+
+class DexrlEnv(EnvHooks, EnvWorker):
+    """RLinf's synchronous environment worker with dexrl's :class:`EnvHooks`."""
+
+
+class DexrlAsyncEnv(EnvHooks, AsyncEnvWorker):
+    """RLinf's long-running async environment worker with dexrl's :class:`EnvHooks`."""
 
 
 def dexrl_env_class(name: str) -> type:
@@ -159,9 +211,10 @@ def run_metric_logger(cfg: Any) -> MetricLogger:
     return MetricLogger(named)
 
 
-class DexrlRunner(EmbodiedRunner):
-    """RLinf's embodied runner reporting progress to a :class:`RunListener`, its W&B and
-    SwanLab runs named after the run folder (:func:`run_metric_logger`)."""
+class RunnerHooks:
+    """What dexrl adds to an RLinf embodied runner (synchronous or async): progress reported to a
+    :class:`RunListener`, W&B and SwanLab runs named after the run folder
+    (:func:`run_metric_logger`)."""
 
     def __init__(self, *args: Any, listener: RunListener, **kwargs: Any) -> None:
         self._listener = listener
@@ -192,3 +245,47 @@ class DexrlRunner(EmbodiedRunner):
         # RLinf's save waits for every actor rank, so the checkpoint is complete here.
         step = self.global_step
         self._listener.checkpoint_saved(step, checkpoint_path(self.cfg, step))
+
+
+class DexrlRunner(RunnerHooks, EmbodiedRunner):
+    """RLinf's synchronous embodied runner with dexrl's :class:`RunnerHooks`."""
+
+
+class DexrlAsyncRunner(RunnerHooks, AsyncPPOEmbodiedRunner):
+    """RLinf's async PPO runner with dexrl's :class:`RunnerHooks`: RLinf logs a step's metrics
+    before it saves that step's checkpoint, which the supervisor accepts in either order.
+
+    RLinf logs the step's data staleness (``rollout/data_staleness_<d>/ratio``,
+    ``rollout/discarded_unused_trajs``) but leaves it out of the metrics its end-of-step hook
+    gets; they are kept as logged and reported with the step.
+    """
+
+    def __init__(self, *args: Any, **kwargs: Any) -> None:
+        super().__init__(*args, **kwargs)
+        self._staleness: dict[str, Any] = {}
+        log = self.metric_logger.log
+
+        def log_and_keep(data: dict, step: int, *rest: Any, **kw: Any) -> Any:
+            self._staleness.update({k: v for k, v in data.items()
+                                    if k.startswith(STALENESS_PREFIXES)})
+            return log(data, step, *rest, **kw)
+
+        self.metric_logger.log = log_and_keep
+
+    def print_metrics_table_async(self, step: int, total_steps: int, start_time: float,
+                                  metrics: dict, start_step: int = 0) -> None:
+        """The step's metrics with its data staleness, then :class:`RunnerHooks`'s hook."""
+        merged = {**self._staleness, **metrics}
+        self._staleness = {}
+        super().print_metrics_table_async(step, total_steps, start_time, merged, start_step)
+
+
+STALENESS_PREFIXES = ("rollout/data_staleness_", "rollout/discarded_unused_trajs")
+
+
+WORKERS = {
+    "sync": (DexrlActor, DexrlRollout, DexrlEnv, DexrlRunner),
+    "async": (DexrlAsyncActor, DexrlAsyncRollout, DexrlAsyncEnv, DexrlAsyncRunner),
+    "pipeline": (DexrlPipelineActor, DexrlRollout, DexrlEnv, DexrlRunner),
+}
+"""The worker and runner classes of each ``runner.mode`` (:mod:`dexrl.config.modes`)."""

@@ -1,0 +1,79 @@
+"""Execution modes: which RLinf runner a run uses (``runner.mode``).
+
+Design notes: docs/execution-modes.md.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+MODES = ("sync", "async", "pipeline")
+"""``sync``: RLinf's EmbodiedRunner (roll out, then train, then sync weights); ``async``: its
+AsyncPPOEmbodiedRunner (env and rollout run on while the actor trains); ``pipeline``: the
+synchronous runner with its training pipeline (``runner.use_training_pipeline``: the actor
+trains on each micro-batch as the envs finish it, within the step)."""
+
+
+def run_mode(cfg: Any) -> str:
+    """The config's ``runner.mode``; without one, ``pipeline`` when RLinf's
+    ``runner.use_training_pipeline`` is on (its runner then runs the pipeline), else ``sync``."""
+    runner = cfg.get("runner") if hasattr(cfg, "get") else None
+    if runner is None or not hasattr(runner, "get"):
+        return "sync"
+    mode = runner.get("mode")
+    if mode is not None:
+        return str(mode)
+    return "pipeline" if runner.get("use_training_pipeline") is True else "sync"
+
+
+COLLOCATED = {"actor,env,rollout": "all"}
+"""The shipped configs' placement: every component on every GPU."""
+
+
+def mode_overrides(mode: str | None) -> list[str]:
+    """The Hydra overrides ``--mode`` stands for: ``+mode=async`` applies conf/mode/async.yaml;
+    ``sync`` (the shipped configs' mode) adds nothing."""
+    if mode in (None, "sync"):
+        return []
+    if mode not in MODES:
+        from dexrl.errors import DexrlError
+
+        raise DexrlError(f"--mode {mode} is not an execution mode",
+                         f"use one of {', '.join(MODES)} (docs/execution-modes.md)",
+                         code="flags-mode-unknown")
+    return [f"+mode={mode}"]
+
+
+def split_placement(gpus_per_node: int) -> dict[str, str] | None:
+    """Async PPO's default placement on one node of ``gpus_per_node`` GPUs: the actor on the
+    first half, env and rollout on the second (None for one GPU, which cannot be split).
+
+    Why half: the actor's FSDP training and the rollout's generation then run on separate GPUs
+    at the same time, and each side keeps the memory it has in a synchronous run on that many
+    GPUs (docs/execution-modes.md#placement).
+    """
+    if gpus_per_node < 2:
+        return None
+    half = gpus_per_node // 2
+    return {"actor": f"0-{half - 1}" if half > 1 else "0",
+            "env,rollout": f"{half}-{gpus_per_node - 1}" if gpus_per_node - half > 1
+            else str(half)}
+
+
+def place_async(cfg: Any, gpus_per_node: int, cpu_only: bool) -> dict[str, str] | None:
+    """Give an async run on GPUs :func:`split_placement` when it kept the shipped collocated
+    placement; return the placement set, or None when nothing changed (a synchronous run, a
+    CPU-only run, where every component is its own process anyway, or a placement the user
+    chose)."""
+    from omegaconf import OmegaConf, open_dict
+
+    if run_mode(cfg) != "async" or cpu_only:
+        return None
+    placement = OmegaConf.select(cfg, "cluster.component_placement")
+    current = OmegaConf.to_container(placement) if placement is not None else None
+    split = split_placement(gpus_per_node)
+    if current != COLLOCATED or split is None:
+        return None
+    with open_dict(cfg):
+        cfg.cluster.component_placement = split
+    return split
