@@ -11,7 +11,8 @@ Examples:
 
   dexrl configs
       A table of suite, model, config name, episode horizon and the distribution that provides
-      the policy (dexrl or a plugin), one row per config; broken plugins are listed below it.
+      the policy (dexrl or a plugin), one row per config, then the execution modes every config
+      runs in (--mode); broken plugins are listed below it.
 
   dexrl configs --json | jq -r '.configs[].config_name'
       The same rows as a JSON document (schema dexrl.configs/1), broken plugins under "problems".
@@ -38,11 +39,12 @@ def configs(
     """List the configs: one per suite (LIBERO or built-in task) × policy (built in or plugin)."""
     from rich.table import Table
 
+    from dexrl.config.modes import MODE_SUMMARY, MODES
     from dexrl.plugins import discover
 
     records, problems = rows(), discover().problems
     if as_json:
-        print_json("dexrl.configs/1", configs=records,
+        print_json("dexrl.configs/1", configs=records, modes=list(MODES),
                    problems=[{"message": p.message, "hint": p.hint} for p in problems])
         return
     table = Table(title="dexrl configs")
@@ -51,6 +53,8 @@ def configs(
     for record in records:
         table.add_row(*(str(v) for v in record.values()))
     console().print(table)
+    console().print(f"Execution modes (--mode, every config): {MODE_SUMMARY}; "
+                    "docs/execution-modes.md", markup=False)
     err = console(stderr=True)
     for problem in problems:
         err.print(f"warning: {problem.message}\n  hint: {problem.hint}", markup=False)

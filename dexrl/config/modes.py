@@ -13,6 +13,10 @@ AsyncPPOEmbodiedRunner (env and rollout run on while the actor trains); ``pipeli
 synchronous runner with its training pipeline (``runner.use_training_pipeline``: the actor
 trains on each micro-batch as the envs finish it, within the step)."""
 
+MODE_SUMMARY = ("sync (default: roll out, then train), async (RLinf's async PPO: rollouts go on "
+                "while the actor trains), pipeline (training starts on each micro-batch as the "
+                "rollout finishes it)")
+
 
 def run_mode(cfg: Any) -> str:
     """The config's ``runner.mode``; without one, ``pipeline`` when RLinf's

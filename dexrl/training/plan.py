@@ -277,7 +277,11 @@ def plan_record(plan: Plan, gpus_per_node: int) -> dict[str, Any]:
 
 def mode_text(cfg: DictConfig) -> str:
     """The execution mode in words, with what bounds an async run's data."""
-    if run_mode(cfg) != "async":
+    mode = run_mode(cfg)
+    if mode == "pipeline":
+        return ("pipeline (RLinf's EmbodiedRunner with its training pipeline: the actor trains on "
+                "each micro-batch as the envs finish it; weights synced between steps)")
+    if mode != "async":
         return "sync (RLinf's EmbodiedRunner: roll out, then train, then sync weights)"
     stale = _sel(cfg, "algorithm.staleness_threshold")
     store = _sel(cfg, "algorithm.rollout_store_size_per_rank", 1)

@@ -81,16 +81,35 @@ EVAL_EPISODES = 50
 FAST = ("actor.micro_batch_size=16",)  # one process: the same batches in fewer passes
 
 
+def _reads_the_cues(tmp_path: Path, model: str, floor: float, *mode: str) -> None:
+    """Seed 0 of PPO and of the ablation on the cued task, then `dexrl eval` of each: PPO past
+    ``floor`` and the blind bound, the ablation not past the bound."""
+    rates = {}
+    for arm, overrides in (("ppo", ()), ("ablation", ABLATION)):
+        run_reach(tmp_path / arm, 0, CUED_STEPS[model], *mode, *FAST, *overrides,
+                  suite="reach_cued", model=model)
+        rates[arm] = evaluate(tmp_path / arm, tmp_path / f"{arm}-eval", EVAL_EPISODES)
+    ppo, ablation = rates["ppo"], rates["ablation"]
+    assert ppo["overall"]["success_rate"] > floor, ppo["overall"]
+    assert ppo["blind_bound"]["above"], ppo["overall"]
+    assert not ablation["blind_bound"]["above"], ablation["overall"]
+
+
 @pytest.mark.slow
 @pytest.mark.parametrize("model", ["pi0", "dm0"])
 def test_ppo_reads_the_cues_past_the_blind_bound_and_the_ablation_does_not(
         tmp_path: Path, model: str) -> None:
-    rates = {}
-    for arm, overrides in (("ppo", ()), ("ablation", ABLATION)):
-        run_reach(tmp_path / arm, 0, CUED_STEPS[model], *FAST, *overrides, suite="reach_cued",
-                  model=model)
-        rates[arm] = evaluate(tmp_path / arm, tmp_path / f"{arm}-eval", EVAL_EPISODES)
-    ppo, ablation = rates["ppo"], rates["ablation"]
-    assert ppo["overall"]["success_rate"] > MIN_CUED_SUCCESS[model], ppo["overall"]
-    assert ppo["blind_bound"]["above"], ppo["overall"]
-    assert not ablation["blind_bound"]["above"], ablation["overall"]
+    _reads_the_cues(tmp_path, model, MIN_CUED_SUCCESS[model])
+
+
+# RLinf's async PPO (`--mode async`, docs/execution-modes.md), the same steps and arms. From
+# bench/reach_learning.py --set +mode=async over seeds 0 1 2: ASYNC_FIGURES. Each floor sits
+# below its model's lowest async PPO seed and above the bound.
+MIN_ASYNC_SUCCESS = {"pi0": 0.5, "dm0": 0.5}
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("model", ["pi0", "dm0"])
+def test_async_ppo_reads_the_cues_past_the_blind_bound_and_the_ablation_does_not(
+        tmp_path: Path, model: str) -> None:
+    _reads_the_cues(tmp_path, model, MIN_ASYNC_SUCCESS[model], "--mode", "async")
