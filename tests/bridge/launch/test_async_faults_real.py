@@ -6,7 +6,6 @@ from __future__ import annotations
 
 import os
 import signal
-import subprocess
 import time
 from pathlib import Path
 
@@ -49,17 +48,25 @@ def test_ctrl_c_twice_stops_an_async_run_resumably(tmp_path: Path) -> None:
         assert step in complete or step > complete[-1]
 
 
-def _pids_of(title: str) -> list[int]:
-    """Processes whose command line (Ray's process title ``ray::Class...``) names ``title``."""
-    out = subprocess.run(["ps", "-eo", "pid=,args="], capture_output=True, text=True).stdout
-    return [int(line.split(None, 1)[0]) for line in out.splitlines()
-            if f"ray::{title}" in line]
+def _pids_of(root: int, title: str) -> list[int]:
+    """This run's processes (descendants of its driver ``root``) whose command line, Ray's
+    process title ``ray::Class...``, names ``title``; never another run's on the machine."""
+    import psutil
+
+    found = []
+    for proc in psutil.Process(root).children(recursive=True):
+        try:
+            if any(f"ray::{title}" in part for part in proc.cmdline()):
+                found.append(proc.pid)
+        except psutil.Error:
+            continue
+    return found
 
 
 def test_a_dead_async_env_worker_ends_the_run_with_its_name(tmp_path: Path) -> None:
     run = start(tmp_path / "run", "runner.max_steps=30", "runner.save_interval=1", args=ASYNC)
     assert run.wait_for("step 1/", STARTUP_S + 120), run.stderr
-    pids = _pids_of("DexrlAsyncEnv")
+    pids = _pids_of(run.proc.pid, "DexrlAsyncEnv")
     assert pids, "no DexrlAsyncEnv process"
     for pid in pids:
         os.kill(pid, signal.SIGKILL)
