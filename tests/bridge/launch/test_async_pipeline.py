@@ -50,3 +50,26 @@ def test_async_run_trains_marks_and_resumes_on_fresh_trajectories(tmp_path: Path
     series = read_run(run_dir).series
     steps_logged, ratios = series["rollout/data_staleness_0/ratio"]
     assert dict(zip(steps_logged, ratios, strict=True))[3] == pytest.approx(1.0)
+
+
+@pytest.mark.slow
+def test_pipeline_run_trains_marks_and_resumes(tmp_path: Path) -> None:
+    """``--mode pipeline``: RLinf's training pipeline with dexrl's pipeline actor, its checkpoints
+    marked (the actor hooks read the pipeline's nested metrics) and resumed."""
+    run_dir = tmp_path / "run"
+    train = run_process([DEXRL, "train", "--suite", "reach_cued", "--model", "pi0", "--smoke",
+                         "--mode", "pipeline", "--run-dir", str(run_dir), "runner.max_steps=2",
+                         "runner.save_interval=1"], run_dir)
+    assert train.returncode == 0, train.stderr[-3000:]
+    assert [line.split()[1] for line in train.stdout.splitlines()
+            if line.startswith("step ")] == ["1/2", "2/2"], train.stdout
+    assert OmegaConf.load(run_dir / "config.yaml").runner.use_training_pipeline is True
+    assert "DexrlPipelineActor" in (run_dir / "logs" / "driver.log").read_text()
+    for step in (1, 2):
+        assert is_complete(run_dir / "checkpoints" / f"global_step_{step}")
+    updates = read_run(run_dir).series["train/actor/updates"][1]
+    assert updates and all(u > 0 for u in updates)
+    resume = run_process([DEXRL, "resume", str(run_dir), "runner.max_steps=3"], run_dir)
+    assert resume.returncode == 0, resume.stderr[-3000:]
+    assert is_complete(latest_checkpoint(run_dir)) and latest_checkpoint(run_dir).name == (
+        "global_step_3")
