@@ -7,27 +7,13 @@ from __future__ import annotations
 
 from typing import Any
 
-MODES = ("sync", "async", "pipeline")
-"""``sync``: RLinf's EmbodiedRunner (roll out, then train, then sync weights); ``async``: its
-AsyncPPOEmbodiedRunner (env and rollout run on while the actor trains); ``pipeline``: the
-synchronous runner with its training pipeline (``runner.use_training_pipeline``: the actor
-trains on each micro-batch as the envs finish it, within the step)."""
+from dexrl.runs.modes import MODES, run_mode
+
+__all__ = ["MODES", "run_mode"]
 
 MODE_SUMMARY = ("sync (default: roll out, then train), async (RLinf's async PPO: rollouts go on "
                 "while the actor trains), pipeline (training starts on each micro-batch as the "
                 "rollout finishes it)")
-
-
-def run_mode(cfg: Any) -> str:
-    """The config's ``runner.mode``; without one, ``pipeline`` when RLinf's
-    ``runner.use_training_pipeline`` is on (its runner then runs the pipeline), else ``sync``."""
-    runner = cfg.get("runner") if hasattr(cfg, "get") else None
-    if runner is None or not hasattr(runner, "get"):
-        return "sync"
-    mode = runner.get("mode")
-    if mode is not None:
-        return str(mode)
-    return "pipeline" if runner.get("use_training_pipeline") is True else "sync"
 
 
 COLLOCATED = {"actor,env,rollout": "all"}
