@@ -38,7 +38,7 @@ from dexrl.models.images import ImagePreprocessor
 from dexrl.models.pi0.config import Pi0Config
 from dexrl.models.pi0.network import Pi0Network
 from dexrl.models.pi0.policy import Pi0Policy
-from dexrl.models.pi0.tiny import write_tiny_pi0
+from dexrl.models.pi0.tiny import FOREIGN_PROCESSOR_PATH, dexbotic_config, write_tiny_pi0
 from dexrl.models.pi0.tokenization import Pi0PromptTokenizer
 from dexrl.models.tiny_files import (
     write_norm_stats,
@@ -49,24 +49,35 @@ from dexrl.models.transforms import NormStats
 
 
 # ---------------------------------------------------------------- models
-def real_pi0_config() -> Pi0Config:
-    """π0's real sizes (SigLIP so400m/14@224, Gemma-2B, Gemma-300M-shaped expert)."""
+def real_pi0_raw() -> dict[str, Any]:
+    """The ``config.json`` of a π0 at its real sizes (SigLIP so400m/14@224, Gemma-2B,
+    Gemma-300M-shaped expert), in Dexbotic's layout."""
     def gemma(hidden: int, mlp: int) -> dict[str, Any]:
-        return CONFIG_MAPPING["gemma"](
+        tower = CONFIG_MAPPING["gemma"](
             vocab_size=257152, hidden_size=hidden, intermediate_size=mlp, num_hidden_layers=18,
             num_attention_heads=8, num_key_value_heads=1, head_dim=256,
-            hidden_activation="gelu_pytorch_tanh",
+            hidden_act="gelu_pytorch_tanh", hidden_activation="gelu_pytorch_tanh",
         ).to_dict()
+        tower.pop("dtype", None)
+        return {**tower, "torch_dtype": "bfloat16"}
 
     vision = CONFIG_MAPPING["siglip_vision_model"](
         hidden_size=1152, intermediate_size=4304, num_hidden_layers=27, num_attention_heads=16,
         image_size=224, patch_size=14, vision_use_head=False,
     ).to_dict()
-    return Pi0Config.from_dict({
-        "model_type": "dexbotic_pi0", "llm_config": gemma(2048, 16384),
-        "action_config": gemma(1024, 4096), "vision_config": vision,
-        "mm_projector_type": "mlp2x_gelu", "action_dim": 32, "chunk_size": 50,
-    }, source="bench: real π0 sizes")
+    vision.pop("dtype", None)
+    return dexbotic_config("dexbotic_pi0", "Pi0ForCausalLM", gemma(2048, 16384),
+                           gemma(1024, 4096), {
+        "vision_config": {**vision, "torch_dtype": "bfloat16"},
+        "processor_config": FOREIGN_PROCESSOR_PATH, "mm_projector_type": "mlp2x_gelu",
+        "mm_hidden_size": 1152, "mm_vision_tower": None, "action_dim": 32, "chunk_size": 50,
+        "chat_template": "dexbotic", "init_llm_weights": False, "torch_dtype": "bfloat16",
+        "use_cache": False})
+
+
+def real_pi0_config() -> Pi0Config:
+    """π0's real sizes (:func:`real_pi0_raw`)."""
+    return Pi0Config.from_dict(real_pi0_raw(), source="bench: real π0 sizes")
 
 
 def random_policy(

@@ -110,8 +110,8 @@ def validate(
     as_json: bool = typer.Option(False, "--json", help="Print one JSON document (schema "
                                  f"{SCHEMA}) instead of text; exit 2 as without it."),
     mode: str = typer.Option(None, "--mode",
-                             help="sync (default) or async: check the config for RLinf's async "
-                             "PPO (docs/execution-modes.md)."),
+                             help="sync (default), async or pipeline: check the config for that "
+                             "execution mode (docs/execution-modes.md)."),
 ) -> None:
     """Compose and check a training config (no Ray, no GPU, no rlinf import)."""
     from omegaconf import OmegaConf

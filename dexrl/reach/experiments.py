@@ -33,21 +33,25 @@ ABLATION = tuple(f"env.{split}.{key}" for split in ("train", "eval") for key in 
 WINDOW = 3  # steps averaged at each end of a run
 
 
-def dexrl_command() -> str:
-    """The ``dexrl`` entry point beside this Python."""
-    return str(Path(sys.executable).parent / "dexrl")
+def dexrl_command() -> list[str]:
+    """The ``dexrl`` entry point beside this Python, or ``python -m dexrl`` where there is none
+    (dexrl run from its source tree, as on a bare GPU machine)."""
+    script = Path(sys.executable).parent / "dexrl"
+    return [str(script)] if script.exists() else [sys.executable, "-m", "dexrl"]
 
 
 def run_reach(run_dir: Path, seed: int, steps: int, *overrides: str, suite: str = "reach",
               model: str = "pi0", timeout_s: float = 900.0,
-              env: dict[str, str] | None = None) -> RunCurves:
+              env: dict[str, str] | None = None, ckpt: Path | None = None) -> RunCurves:
     """Train ``model`` on ``suite`` for ``steps`` global steps with ``seed`` (env starts and
-    actor seed), in ``env`` (default: this process's environment).
+    actor seed), in ``env`` (default: this process's environment): the ``--smoke`` policy, or
+    the checkpoint ``ckpt``.
 
     Raises:
         RuntimeError: the run failed; the message holds the end of its output.
     """
-    cmd = [dexrl_command(), "train", "--suite", suite, "--model", model, "--smoke",
+    policy = ["--ckpt", str(ckpt)] if ckpt else ["--smoke"]
+    cmd = [*dexrl_command(), "train", "--suite", suite, "--model", model, *policy,
            "--run-dir", str(run_dir), f"runner.max_steps={steps}", f"actor.seed={seed}",
            f"env.train.seed={seed}", *overrides]
     _run(cmd, timeout_s, env)
@@ -57,7 +61,7 @@ def run_reach(run_dir: Path, seed: int, steps: int, *overrides: str, suite: str 
 def evaluate(run_dir: Path, out: Path, episodes_per_task: int, *overrides: str,
              suite: str = "reach_cued", timeout_s: float = 900.0) -> dict[str, Any]:
     """``dexrl eval`` of a run's last checkpoint on its task; returns results.json."""
-    cmd = [dexrl_command(), "eval", "--ckpt", str(run_dir), "--suite", suite,
+    cmd = [*dexrl_command(), "eval", "--ckpt", str(run_dir), "--suite", suite,
            "--episodes-per-task", str(episodes_per_task), "--num-envs", "32", "--out", str(out),
            *overrides]
     _run(cmd, timeout_s, None)

@@ -20,11 +20,23 @@ from pathlib import Path
 import pytest
 from helpers.hidden_packages import env_without
 
+from dexrl.reach import experiments
 from dexrl.reach.experiments import ABLATION, CONTROL, evaluate, rise, run_reach
 
 MIN_RISE = 0.3  # return, last 3 steps minus first 3 (PPO rose by more on every seed measured)
 CONTROL_BAND = 0.2  # the control's return moved less than this on every seed measured
 STEPS = 20
+
+
+def test_runs_use_the_dexrl_script_beside_python_else_python_m_dexrl(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """From a source tree on a bare GPU machine no ``dexrl`` script exists: ``python -m``."""
+    python = tmp_path / "bin" / "python3"
+    python.parent.mkdir()
+    monkeypatch.setattr(experiments.sys, "executable", str(python))
+    assert experiments.dexrl_command() == [str(python), "-m", "dexrl"]
+    (python.parent / "dexrl").write_text("")
+    assert experiments.dexrl_command() == [str(python.parent / "dexrl")]
 
 
 @pytest.mark.spawns
