@@ -224,6 +224,13 @@ def _create_cluster(cfg: DictConfig, address: str | None) -> Any:
         if cfg.runner.get("per_worker_log", False):
             log_dir = os.path.join(cfg.runner.logger.log_path, WORKER_LOGS)
         return Cluster(cluster_cfg=cfg.cluster, distributed_log_dir=log_dir)
+    except OSError as exc:  # Ray's daemons could not be started (a full disk is said elsewhere)
+        if address is not None or disk_full(exc):
+            raise
+        raise DexrlError(f"Ray could not start its local instance: {one_line(exc)}",
+                         "check Ray's installation (`dexrl doctor`; its daemons under "
+                         "ray/core must be executable) or reinstall with `make install`",
+                         code="ray-start-failed") from None
     finally:
         if previous is None:
             os.environ.pop("RAY_ADDRESS", None)

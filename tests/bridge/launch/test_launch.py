@@ -35,6 +35,37 @@ def _cfg(**runner: object) -> OmegaConf:
 
 # Nodes ---------------------------------------------------------------------------------------
 
+@pytest.mark.parametrize(("address", "errno", "said"), [
+    (None, 13, "ray-start-failed"),  # a daemon without its executable bit (found on a GPU box)
+    (None, 28, None),  # a full disk: the CLI's own disk-full line says it
+    ("10.0.0.1:6379", 13, None),  # attached: the address checks said what was wrong
+])
+def test_a_private_ray_that_cannot_start_is_one_error_line(
+        monkeypatch: pytest.MonkeyPatch, address: str | None, errno: int, said: str | None) -> None:
+    import rlinf.scheduler
+
+    class Unstartable:
+        def __init__(self, **_: object) -> None:
+            raise OSError(errno, os.strerror(errno), "/site/ray/core/src/ray/gcs/gcs_server")
+
+        @staticmethod
+        def has_initialized() -> bool:
+            return False
+
+    monkeypatch.setattr(rlinf.scheduler, "Cluster", Unstartable)
+    cfg = OmegaConf.create({"cluster": {"num_nodes": 1},
+                            "runner": {"logger": {"log_path": "/tmp/x"}}})
+    if said is None:
+        with pytest.raises(OSError):
+            launch._create_cluster(cfg, address)
+        return
+    with pytest.raises(DexrlError) as err:
+        launch._create_cluster(cfg, address)
+    assert err.value.code == said and "gcs_server" in err.value.message
+    assert "make install" in err.value.hint
+    assert os.environ.get("RAY_ADDRESS") != "local"
+
+
 def test_node_wait_returns_once_enough_nodes_joined() -> None:
     counts = iter([1, 1, 2])
     launch.wait_for_nodes(2, timeout_s=5, count_alive=lambda: next(counts), poll_s=0.01)
