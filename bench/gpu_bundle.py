@@ -60,8 +60,9 @@ DEFAULT_RECORD = [
 ]
 TARGET_HAS = {"torch", "numpy"}  # and what torch requires, found from its metadata
 # Left out by default: triton comes with the target's CUDA torch (this CPU torch does not require
-# it); pyarrow and scipy are imported only where present (Ray's arrow serializer, transformers'
-# object-detection losses) and would add about 60 MB.
+# it); pyarrow and scipy are imported by training only where present (Ray's arrow serializer,
+# transformers' object-detection losses) and would add about 60 MB. `dexrl eval`'s statistics need
+# scipy: for an eval there, pass `--exclude triton pyarrow` and record an eval too.
 EXCLUDE = ("triton", "pyarrow", "scipy")
 PLATFORMS = ("manylinux2014_x86_64", "manylinux_2_17_x86_64", "manylinux_2_28_x86_64")
 RAY_KEEP_ALWAYS = {"dashboard", "_private", "_raylet", "core", "util", "experimental",
