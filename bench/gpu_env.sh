@@ -2,7 +2,7 @@
 # Run a command on a bare, offline CUDA machine (Python, torch and numpy only) with the bundle
 # that bench/gpu_bundle.py packed, from the repository root:
 #
-#     sh bench/gpu_env.sh .gpu/site.tar.xz python3 -m dexrl doctor
+#     sh bench/gpu_env.sh .gpu/site.tar.xz python3 bench/random_pi0.py /tmp/pi0
 #
 # It unpacks the bundle into $DEXRL_SITE (default /tmp/dexrl-site), byte-compiles it as pip
 # would (the first imports are slow otherwise), copies conf/ to dexrl/conf (where the wheel ships

@@ -122,8 +122,9 @@ def main() -> None:
                                        suite=args.task, model=args.model, ckpt=args.ckpt,
                                        timeout_s=left if left is not None else 1800.0)
             except (RuntimeError, subprocess.TimeoutExpired) as failed:
-                print(f"{rnd:>5} {mode:9} failed: {str(failed)[-2500:]}", flush=True)
-                rows.append({"round": rnd, "mode": mode, "failed": str(failed)[-2500:]})
+                why = str(failed)[-2500:]
+                print(f"{rnd:>5} {mode:9} failed: {why}", flush=True)
+                rows.append({"round": rnd, "mode": mode, "failed": why})
                 _write(args.json, args, rows)
                 continue
             wall = time.perf_counter() - start

@@ -5,11 +5,11 @@ Run by hand, from ``bench/`` or with it on ``PYTHONPATH``::
     python3 bench/random_pi0.py /tmp/pi0-real            # real size, bf16 (on CUDA when there)
     python3 bench/random_pi0.py /tmp/pi0-tiny --tiny     # the tests' tiny π0 (a CPU check)
 
-The real-size network (3.24 B parameters) is built on the meta device and materialized with
-random weights on CUDA where there is one (``random_network``), then saved bf16 in ``--shards``
-files with the sentencepiece tokenizer, preprocessor config and norm stats a Dexbotic folder
-holds: what ``dexrl train --ckpt`` loads on a GPU machine with no network (bench/modes.py's GPU
-call, docs/execution-modes.md#on-a-gpu).
+The real-size policy (3.24 B parameters) is the adapter benches' ``random_policy``: built on
+the meta device, materialized with random weights on CUDA where there is one, its sentencepiece
+tokenizer, preprocessor config and norm stats written into the folder; its weights are saved
+bf16 in ``--shards`` files beside them: what ``dexrl train --ckpt`` loads on a GPU machine with
+no network (bench/modes.py's GPU call, docs/execution-modes.md#on-a-gpu).
 """
 
 from __future__ import annotations
@@ -19,32 +19,19 @@ import time
 from pathlib import Path
 
 import torch
-from _common import random_network
-from pi0_policy import real_pi0_config, real_pi0_raw
-from torch import nn
+from pi0_policy import random_policy, real_pi0_config, real_pi0_raw
 
-from dexrl.models.pi0.network import Pi0Network
 from dexrl.models.pi0.tiny import save_checkpoint, write_tiny_pi0
-from dexrl.models.tiny_files import (
-    write_norm_stats,
-    write_preprocessor_config,
-    write_sentencepiece_tokenizer,
-)
 
 
 def write_real_pi0(out: Path, shards: int) -> int:
     """Write the real-size random π0 into ``out``; returns its parameter count."""
     device = torch.device("cuda" if torch.cuda.is_available() else "cpu")
-    config = real_pi0_config()
-    network = random_network(lambda: Pi0Network(config), torch.bfloat16, device, (nn.LayerNorm,))
-    network.init_buffers(device)
+    out.mkdir(parents=True, exist_ok=True)
+    network = random_policy(real_pi0_config(), torch.bfloat16, device, out).network
     count = sum(p.numel() for p in network.parameters())
     state = {k: v.detach().to("cpu") for k, v in network.state_dict().items()}
     del network
-    out.mkdir(parents=True, exist_ok=True)
-    write_sentencepiece_tokenizer(out, model_max_length=48)
-    write_preprocessor_config(out, image_size=config.vision.image_size)
-    write_norm_stats(out, 0)
     save_checkpoint(out, real_pi0_raw(), state, dtype=torch.bfloat16, shards=shards)
     return count
 

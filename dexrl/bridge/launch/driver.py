@@ -209,15 +209,17 @@ def _check_nodes(cfg: DictConfig, address: str | None, node_wait_s: float) -> No
         ray.shutdown()  # only disconnects: RLinf's Cluster must make the first connection
 
 
-RAY_START_TIMEOUT_FIX = ("Ray gives its raylet 30 s to register: retry when the machine is less "
-                         "loaded (`uptime`), and check Ray with `dexrl doctor`")
-
-
-def _ray_start_fault(exc: BaseException) -> bool:
-    """Whether ``exc`` is Ray failing to start its processes: a daemon that cannot be executed
-    (an OSError) or its node start-up timeout (a bare Exception, ray/_private/node.py)."""
-    return isinstance(exc, OSError) or (type(exc) is Exception
-                                        and "timed out during startup" in str(exc))
+def _ray_start_fix(exc: BaseException) -> str | None:
+    """The hint when ``exc`` is Ray failing to start its processes, else None: a daemon that
+    cannot be executed (an OSError) or its node start-up timeout (a bare Exception,
+    ray/_private/node.py)."""
+    if isinstance(exc, OSError):
+        return ("check Ray's installation (`dexrl doctor`; its daemons under ray/core must be "
+                "executable) or reinstall with `make install`")
+    if type(exc) is Exception and "timed out during startup" in str(exc):
+        return ("Ray gives its raylet 30 s to register: retry when the machine is less loaded "
+                "(`uptime`), and check Ray with `dexrl doctor`")
+    return None
 
 
 def _create_cluster(cfg: DictConfig, address: str | None) -> Any:
@@ -236,12 +238,10 @@ def _create_cluster(cfg: DictConfig, address: str | None) -> Any:
             log_dir = os.path.join(cfg.runner.logger.log_path, WORKER_LOGS)
         return Cluster(cluster_cfg=cfg.cluster, distributed_log_dir=log_dir)
     except Exception as exc:  # noqa: BLE001 - Ray raises a bare Exception on its start timeout
-        if address is not None or not _ray_start_fault(exc) or disk_full(exc):
+        fix = _ray_start_fix(exc)
+        if address is not None or fix is None or disk_full(exc):
             raise
-        raise DexrlError(f"Ray could not start its local instance: {one_line(exc)}",
-                         RAY_START_TIMEOUT_FIX if not isinstance(exc, OSError) else
-                         "check Ray's installation (`dexrl doctor`; its daemons under "
-                         "ray/core must be executable) or reinstall with `make install`",
+        raise DexrlError(f"Ray could not start its local instance: {one_line(exc)}", fix,
                          code="ray-start-failed") from None
     finally:
         if previous is None:
