@@ -26,7 +26,9 @@ class ReachEnv:
 
     Each env moves a point by its actions' first three dims and is rewarded for the distance it
     gains toward its goal, plus a bonus on reaching it; the episode ends (the point freezes) on
-    success, or when :meth:`_misses` says so.
+    success, or when :meth:`_misses` says so. Envs form groups of the config's ``group_size``
+    consecutive envs (RLinf's LIBERO env's layout, GRPO's groups): a group's members start each
+    episode at one start, toward one goal (and cue).
     """
 
     section = "reach"
@@ -44,6 +46,7 @@ class ReachEnv:
         self.success_bonus = float(task.success_bonus)
         self.size = (int(cfg.init_params.camera_heights), int(cfg.init_params.camera_widths))
         self.max_episode_steps = int(cfg.max_episode_steps)
+        self.group_size = max(1, int(cfg.get("group_size", 1) or 1))
         self._rng = np.random.default_rng(int(cfg.seed) + seed_offset)
         self.is_start = True
         self.pos = np.zeros((num_envs, 3))
@@ -57,11 +60,13 @@ class ReachEnv:
 
     # RLinf's env interface ----------------------------------------------------------------
     def reset(self, env_idx: Any = None, reset_state_ids: Any = None) -> tuple[dict, dict]:
-        """Start new episodes (all envs by default) at random places in the start box."""
+        """Start new episodes (all envs by default) at random places in the start box, one
+        start and goal per group (with groups of one: the draws of one env after another)."""
         idx = np.arange(self.num_envs) if env_idx is None else np.asarray(env_idx)
         self.is_start = False
-        self._place(idx, self._rng.uniform(self.start_low, self.start_high, (len(idx), 3)),
-                    self._draw_goals(len(idx)))
+        groups, member = np.unique(idx // self.group_size, return_inverse=True)
+        starts = self._rng.uniform(self.start_low, self.start_high, (len(groups), 3))
+        self._place(idx, starts[member], self._draw_goals(len(groups))[member])
         return self._obs(), {}
 
     def update_reset_state_ids(self) -> None:

@@ -188,3 +188,47 @@ def test_blind_policies_stay_at_the_bound_and_a_cue_reader_beats_it() -> None:
     assert straight == pytest.approx(task.blind_bound, abs=4 * sd)
     assert walk < task.blind_bound + 4 * sd
     assert cued == 1.0
+
+
+# Groups (GRPO): the members of a group share start, target and cue, as LIBERO's env's do.
+
+
+def _episode_key(obs: dict, env: CuedReachEnv, i: int) -> tuple:
+    return (tuple(env.pos[i]), int(env.goal_id[i]), obs["task_descriptions"][i],
+            obs["main_images"][i].numpy().tobytes())
+
+
+@pytest.mark.parametrize("group", [1, 2, 4])
+def test_the_members_of_a_group_share_start_target_and_cue(group: int) -> None:
+    env = make_cued(env_cfg(f"env.train.group_size={group}"), num_envs=16)
+    groups = set()
+    for _ in range(3):
+        obs, _ = env.reset()
+        keys = [_episode_key(obs, env, i) for i in range(env.num_envs)]
+        for start in range(0, env.num_envs, group):
+            assert len(set(keys[start:start + group])) == 1, f"group at env {start} differs"
+        groups.update(keys[::group])
+    # groups differ from one another: the draws are per group, not one for all
+    assert len(groups) == 3 * env.num_envs // group
+
+
+def test_groups_of_one_keep_the_ungrouped_draws() -> None:
+    """group_size 1 draws exactly what an env drew before groups existed: PPO runs and their
+    figures are unchanged."""
+    env = make_cued(env_cfg(), num_envs=6)
+    env.reset()
+    rng = np.random.default_rng(0)
+    starts = rng.uniform(env.start_low, env.start_high, (6, 3))
+    goals = rng.integers(0, len(env.targets), 6)
+    np.testing.assert_array_equal(env.pos, starts)
+    np.testing.assert_array_equal(env.goal_id, goals)
+
+
+def test_a_partial_reset_draws_one_state_per_group_it_touches() -> None:
+    env = make_cued(env_cfg("env.train.group_size=4"), num_envs=8)
+    env.reset()
+    before = env.pos.copy()
+    obs, _ = env.reset(env_idx=np.array([4, 5, 6, 7]))
+    np.testing.assert_array_equal(env.pos[:4], before[:4])
+    keys = {_episode_key(obs, env, i) for i in range(4, 8)}
+    assert len(keys) == 1
