@@ -17,7 +17,7 @@ import torch
 from safetensors import safe_open
 from safetensors.torch import save_file
 
-from dexrl.checkpoints.loading import read_training_weights
+from dexrl.checkpoints.loading import NOISE_HEAD_PREFIX, VALUE_HEAD_PREFIX, read_training_weights
 from dexrl.checkpoints.policy import is_unused_key, unused_key_patterns
 from dexrl.checkpoints.sources import EXPORT_MANIFEST, CheckpointSource
 from dexrl.errors import DexrlError, disk_full_in_text
@@ -26,6 +26,7 @@ from dexrl.runs import durable
 
 WEIGHTS_FILE = "model.safetensors"
 VALUE_HEAD_FILE = "value_head.safetensors"
+NOISE_HEAD_FILE = "noise_head.safetensors"
 CARD_FILE = "README.md"
 _NOT_COPIED = {MANIFEST_NAME, EXPORT_MANIFEST, CARD_FILE,
                "model.safetensors.index.json"}
@@ -40,6 +41,7 @@ class Exported:
         tensors: Entries in ``model.safetensors``.
         from_base: Unused entries copied from the base checkpoint (the network never reads them).
         value_head: Whether ``value_head.safetensors`` was written.
+        noise_head: Whether ``noise_head.safetensors`` (flow_noise's head) was written.
         dtype: Compute dtype of the weights (config.json ``torch_dtype`` was set to it).
         results: The results.json whose table is in the model card, if any.
     """
@@ -50,6 +52,7 @@ class Exported:
     value_head: bool
     dtype: str
     results: Path | None
+    noise_head: bool = False
 
 
 def check_export_out(out: Path, overwrite: bool) -> None:
@@ -83,7 +86,7 @@ def check_export(source: CheckpointSource, out: Path, overwrite: bool) -> Path:
 
 
 def export_checkpoint(source: CheckpointSource, out: Path, *, keep_value_head: bool = False,
-                      overwrite: bool = False,
+                      keep_noise_head: bool = False, overwrite: bool = False,
                       results: tuple[Path, dict[str, Any]] | None = None) -> Exported:
     """Write the Dexbotic-layout checkpoint of an RLinf checkpoint to ``out``.
 
@@ -91,6 +94,9 @@ def export_checkpoint(source: CheckpointSource, out: Path, *, keep_value_head: b
         source: A resolved RLinf checkpoint (see ``resolve_checkpoint``).
         out: Output folder (must be empty or absent; see :func:`check_export_out`).
         keep_value_head: Also write the value head to ``value_head.safetensors``.
+        keep_noise_head: Also write flow_noise's noise head to ``noise_head.safetensors`` (the
+            Dexbotic weights never hold it: Dexbotic's loader would refuse the keys, and its
+            deterministic inference never calls it).
         overwrite: Replace an earlier export at ``out``.
         results: A results.json and its checked content, for the model card's table
             (``dexrl export`` passes the newest evaluation of this step under ``RUN_DIR/eval``
@@ -102,7 +108,12 @@ def export_checkpoint(source: CheckpointSource, out: Path, *, keep_value_head: b
     """
     out = check_export(source, out, overwrite)
     results, results_data = results if results is not None else (None, None)
-    trained, head = read_training_weights(source.weights)
+    trained, heads = read_training_weights(source.weights)
+    kept = {name: {k: v.contiguous() for k, v in heads.items() if k.startswith(prefix)}
+            for name, prefix, keep in ((VALUE_HEAD_FILE, VALUE_HEAD_PREFIX, keep_value_head),
+                                       (NOISE_HEAD_FILE, NOISE_HEAD_PREFIX, keep_noise_head))
+            if keep}
+    kept = {name: head for name, head in kept.items() if head}
     tensors, from_base = _dexbotic_state(source, trained)
     dtype = _compute_dtype(tensors)
     out.parent.mkdir(parents=True, exist_ok=True)
@@ -111,13 +122,14 @@ def export_checkpoint(source: CheckpointSource, out: Path, *, keep_value_head: b
         _copy_base_files(source.model_dir, partial)
         _set_config_dtype(partial / "config.json", dtype)
         _save_file(tensors, partial / WEIGHTS_FILE)
-        if keep_value_head and head:
-            _save_file({k: v.contiguous() for k, v in head.items()}, partial / VALUE_HEAD_FILE)
-        manifest = _manifest(source, len(tensors), from_base, bool(keep_value_head and head),
-                             dtype, results)
+        for name, head in kept.items():
+            _save_file(head, partial / name)
+        manifest = _manifest(source, len(tensors), from_base, VALUE_HEAD_FILE in kept,
+                             dtype, results, noise_head=NOISE_HEAD_FILE in kept)
         (partial / EXPORT_MANIFEST).write_text(json.dumps(manifest, indent=2, default=str) + "\n")
         (partial / CARD_FILE).write_text(model_card(manifest, results_data), encoding="utf-8")
-    return Exported(out, len(tensors), from_base, bool(keep_value_head and head), dtype, results)
+    return Exported(out, len(tensors), from_base, VALUE_HEAD_FILE in kept, dtype, results,
+                    noise_head=NOISE_HEAD_FILE in kept)
 
 
 def _save_file(tensors: dict[str, torch.Tensor], path: Path) -> None:
@@ -199,7 +211,7 @@ def _set_config_dtype(config: Path, dtype: str) -> None:
 
 
 def _manifest(source: CheckpointSource, tensors: int, from_base: list[str], value_head: bool,
-              dtype: str, results: Path | None) -> dict[str, Any]:
+              dtype: str, results: Path | None, *, noise_head: bool = False) -> dict[str, Any]:
     from dexrl import __version__
 
     training = dataclasses.asdict(source.training) if source.training else None
@@ -218,7 +230,8 @@ def _manifest(source: CheckpointSource, tensors: int, from_base: list[str], valu
         "training": training,
         "weights": {"file": WEIGHTS_FILE, "tensors": tensors, "dtype": dtype,
                     "copied_from_base": from_base,
-                    "value_head": VALUE_HEAD_FILE if value_head else None},
+                    "value_head": VALUE_HEAD_FILE if value_head else None,
+                    "noise_head": NOISE_HEAD_FILE if noise_head else None},
         "results": str(results) if results else None,
     }
 
@@ -240,7 +253,9 @@ def model_card(manifest: dict[str, Any], results: dict[str, Any] | None) -> str:
               f"{training.get('num_action_chunks')} actions per call, "
               f"{training.get('num_steps')} denoising steps)",
               f"- Weights dtype: {manifest['weights']['dtype']}; value head "
-              f"{'kept in ' + VALUE_HEAD_FILE if manifest['weights']['value_head'] else 'dropped'}",
+              f"{'kept in ' + VALUE_HEAD_FILE if manifest['weights']['value_head'] else 'dropped'}"
+              + (f"; noise head kept in {NOISE_HEAD_FILE}"
+                 if manifest["weights"].get("noise_head") else ""),
               "", "```bash", "dexrl eval --ckpt PATH_TO_THIS_FOLDER --suite "
               f"{training.get('suite') or 'libero_spatial'}", "```", ""]
     if results is not None:

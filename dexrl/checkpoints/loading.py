@@ -14,10 +14,13 @@ from dexrl.checkpoints.sources import CheckpointSource
 from dexrl.errors import DexrlError, one_line
 
 VALUE_HEAD_PREFIX = "value_head."  # the critic dexrl's RLinf adapters add beside `model.*`
+NOISE_HEAD_PREFIX = "noise_head."  # flow_noise's learned noise head, also beside `model.*`
+HEAD_PREFIXES = (VALUE_HEAD_PREFIX, NOISE_HEAD_PREFIX)  # the RL heads: not Dexbotic weights
 
 
 def read_training_weights(weights: Path) -> tuple[dict[str, torch.Tensor], dict[str, torch.Tensor]]:
-    """RLinf's ``full_weights.pt`` split into (network weights, value head).
+    """RLinf's ``full_weights.pt`` split into (network weights, RL heads: the value head and
+    flow_noise's noise head, keys with their prefixes).
 
     The file is memory-mapped: only tensors that are used get read.
 
@@ -36,7 +39,7 @@ def read_training_weights(weights: Path) -> tuple[dict[str, torch.Tensor], dict[
         raise DexrlError("training weights are not a flat state dict of tensors",
                          "pass RLinf's actor/model_state_dict/full_weights.pt", where=str(weights),
                          code="checkpoint-weights-invalid")
-    head = {k: v for k, v in state.items() if k.startswith(VALUE_HEAD_PREFIX)}
+    head = {k: v for k, v in state.items() if k.startswith(HEAD_PREFIXES)}
     return {k: v for k, v in state.items() if k not in head}, head
 
 

@@ -20,12 +20,16 @@ Examples:
   dexrl export runs/spatial_pi0 --out exported/spatial_pi0
       The newest checkpoint of the run: config.json, model.safetensors (Dexbotic's key names),
       tokenizer, preprocessor_config.json, norm_stats.json, dexrl-export.json and a README.md
-      model card. The PPO value head is dropped.
+      model card. The PPO value head (and a flow_noise run's noise head) is dropped.
 
   dexrl export runs/spatial_pi0/checkpoints/global_step_100 --out exported/step100 \\
       --keep-value-head --push-to-hub me/pi0-libero-spatial-ppo
       Keeps the value head in value_head.safetensors and uploads the folder; the model card
       carries the newest `dexrl eval` table of that step (runs/spatial_pi0/eval/...).
+
+  dexrl export runs/spatial_grpo_noise --out exported/grpo --keep-noise-head
+      A flow_noise run: the Dexbotic folder as above, and its learned noise head beside it in
+      noise_head.safetensors (to go on training with that exploration).
 
   dexrl export runs/spatial_pi0 --out exported/spatial_pi0 --json | jq -r '.files[]'
       The same export, its summary as one JSON document (schema dexrl.export/1).
@@ -42,6 +46,8 @@ def export_command(
     out: Path = typer.Option(..., "--out", "-o", help="Folder to write (empty or new)."),
     keep_value_head: bool = typer.Option(False, "--keep-value-head", help="Also write the "
                                          "value head (value_head.safetensors)."),
+    keep_noise_head: bool = typer.Option(False, "--keep-noise-head", help="Also write "
+                                         "flow_noise's noise head (noise_head.safetensors)."),
     base: str = typer.Option(None, "--base", help="Base checkpoint (default: the run's "
                              "actor.model.model_path)."),
     results: Path = typer.Option(None, "--results", help="results.json for the model card "
@@ -74,7 +80,7 @@ def export_command(
     card = results if results is not None else find_results(source.run_dir, source.step)
     try:
         done = export_checkpoint(source, out, keep_value_head=keep_value_head,
-                                 overwrite=overwrite,
+                                 keep_noise_head=keep_noise_head, overwrite=overwrite,
                                  results=(card, load_results(card)) if card is not None else None)
     except OSError as exc:
         from dexrl.errors import disk_full, disk_full_error
@@ -86,8 +92,9 @@ def export_command(
                               "kept"], hint="free space on that disk, or pass --out on a larger "
                               "one; then run the command again") from None
     head = "kept in value_head.safetensors" if done.value_head else "dropped"
+    noise = "; noise head kept in noise_head.safetensors" if done.noise_head else ""
     say.print(f"Exported {done.tensors} tensors ({done.dtype}) to {done.out}; value head "
-                  f"{head}.")
+                  f"{head}{noise}.")
     if done.from_base:
         say.print(f"Copied {len(done.from_base)} unused entries from the base checkpoint "
                       "so the key set equals Dexbotic's.")
@@ -111,6 +118,7 @@ def export_record(source: CheckpointSource, done: Exported) -> dict[str, Any]:
             "files": sorted(str(p.relative_to(done.out)) for p in done.out.rglob("*")
                             if p.is_file()),
             "tensors": done.tensors, "dtype": done.dtype, "value_head": done.value_head,
+            "noise_head": done.noise_head,
             "from_base": list(done.from_base), "model_card_results": done.results}
 
 

@@ -28,7 +28,7 @@ ADV_TYPES = ("gae", "grpo", "grpo_dynamic", "reinpp", "raw")
 LOSS_TYPES = ("actor", "actor_critic", "decoupled_actor_critic")
 # dexrl.bridge.policies.chain.NOISE_METHODS and dexrl.models.transforms.NORM_MODES, repeated here
 # because those modules import torch (a test keeps them equal).
-NOISE_METHODS = ("flow_sde", "flow_cps")
+NOISE_METHODS = ("flow_sde", "flow_cps", "flow_noise")
 NORM_MODES = ("mean_std", "quantile")
 ATTENTION = ("eager", "sdpa")  # dexrl.models.flow.mot.ATTENTION
 # dexrl.bridge.policies.fast_rollout.COMPILE_MODES (torch.compile's modes; a test keeps them equal).
@@ -218,8 +218,14 @@ SCHEMA: tuple[Key, ...] = (
        "and wrist).", "[1, 2]"),
     _k("actor.model.dexbotic.noise_level", "float", "Noise scale of the scored denoising steps "
        "(flow_cps: an angle fraction, ≤ 1).", NONNEG),
-    _k("actor.model.dexbotic.noise_method", "str", "How scored denoising steps are sampled.",
+    _k("actor.model.dexbotic.noise_method", "str", "How scored denoising steps are sampled "
+       "(flow_noise: a learned noise head gives each step's std; docs/algorithms.md).",
        choices=NOISE_METHODS),
+    _k("actor.model.dexbotic.noise_logvar_range", "list[float]", "flow_noise: [min_std, "
+       "max_std] of the noise head's std (RLinf's name; read only with flow_noise)."),
+    _k("actor.model.joint_logprob", _BOOL, "Score every stochastic denoising step and the "
+       "initial noise (the chain's joint log-prob) instead of one random step."),
+    _k("actor.model.ignore_last", _BOOL, "Never make the last denoising step stochastic."),
     _k("actor.model.dexbotic.action_chunk", "int", "Copy of actor.model.num_action_chunks.", POS),
     _k("actor.model.dexbotic.num_steps", "int", "Copy of actor.model.num_steps.", POS),
     _k("actor.model.dexbotic.action_env_dim", "int", "Copy of actor.model.action_dim.", POS),

@@ -239,3 +239,43 @@ def test_push_to_hub_errors_are_dexrl_errors(tmp_path: Path) -> None:
     with pytest.raises(DexrlError) as err:
         push_to_hub(tmp_path, "not a repo", api=LocalHub(tmp_path))
     assert err.value.code == "hub-repo-id-invalid"
+
+
+@pytest.fixture(scope="module")
+def noise_run(tiny_pi0_dir: Path, tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """A flow_noise run: its weights carry the noise head beside the value head."""
+    from helpers.rlinf_run import write_tiny_rlinf_run
+
+    from dexrl.bridge.policies.flow import build_noise_head
+
+    run = write_tiny_rlinf_run(tmp_path_factory.mktemp("noise") / "run", tiny_pi0_dir,
+                               overrides=("+noise=flow_noise",))
+    weights = run / "checkpoints/global_step_2" / WEIGHTS_IN_STEP
+    state = torch.load(weights, weights_only=True)
+    config = load_policy(tiny_pi0_dir).network.config
+    head = build_noise_head(config.expert.hidden_size, config.action_dim, (0.08, 0.16),
+                            torch.zeros(1))
+    state.update({f"noise_head.{k}": v for k, v in head.state_dict().items()})
+    torch.save(state, weights)
+    return run
+
+
+def test_the_noise_head_is_dropped_or_kept_beside_and_dexbotic_still_loads(
+        noise_run: Path, tmp_path: Path, actions: Callable) -> None:
+    source = resolve_checkpoint(noise_run)
+    dropped = export_checkpoint(source, tmp_path / "dropped")
+    assert not dropped.noise_head and not (dropped.out / "noise_head.safetensors").exists()
+    assert keys(dropped.out / "model.safetensors") == keys(source.model_dir /
+                                                            "model.safetensors")
+    kept = export_checkpoint(source, tmp_path / "kept", keep_noise_head=True)
+    head = load_file(kept.out / "noise_head.safetensors")
+    saved = torch.load(source.weights, weights_only=True)
+    assert set(head) == {k for k in saved if k.startswith("noise_head.")} and head
+    assert all(torch.equal(head[k], saved[k]) for k in head)
+    manifest = json.loads((kept.out / "dexrl-export.json").read_text())
+    assert manifest["weights"]["noise_head"] == "noise_head.safetensors"
+    assert "noise head kept in noise_head.safetensors" in (kept.out / "README.md").read_text()
+    # the Dexbotic loader takes both folders; eval of the run ignores the head
+    want = actions(load_eval_policy(source, "cpu"))
+    assert torch.equal(actions(load_policy(dropped.out)), want)
+    assert torch.equal(actions(load_policy(kept.out)), want)

@@ -51,6 +51,9 @@ DOCUMENTED = {
     "rollout.sampling_params.top_p": "added with do_sample",
     "runner.divergence.action": "added: dexrl stops a run whose steps cannot be trusted",
     "runner.divergence.skipped_steps": "added: unclean steps in a row that stop a run",
+    "actor.model.joint_logprob": "added: RLinf's adapter default (false), written out",
+    "actor.model.ignore_last": "added: RLinf's adapter default (false), written out",
+    "actor.model.dexbotic.noise_logvar_range": "added: flow_noise's std range (RLinf openpi's)",
 }
 
 # RLinf's env/libero_90 says 512, which no chunk size of 5 divides; dexrl uses the suite's

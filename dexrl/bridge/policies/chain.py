@@ -18,8 +18,12 @@ from dexrl.models.transforms import NORM_MODES
 
 # denoise(x_t float32 [B, T, D], t [B]) -> (velocity [B, T, D], action-token hidden [B, T, W]).
 Denoiser = Callable[[torch.Tensor, torch.Tensor], tuple[torch.Tensor, torch.Tensor]]
+# learned_std(action-token hidden [B, T, W]) -> std float32 [B, T, D] (flow_noise's noise head).
+LearnedStd = Callable[[torch.Tensor], torch.Tensor]
 
-NOISE_METHODS = ("flow_sde", "flow_cps")
+NOISE_METHODS = ("flow_sde", "flow_cps", "flow_noise")
+# flow_noise's std range [min, max] (RLinf's OpenPi0Config.noise_logvar_range, πRL's default).
+NOISE_STD_RANGE = (0.08, 0.16)
 NOT_SCORED = -1  # denoise_inds of deterministic (eval) calls: nothing to re-score
 _HALF_LOG_2PI_E = 0.5 * math.log(2.0 * math.pi * math.e)
 # Model config keys of RLinf's Dexbotic adapters that dexrl does not implement; each must be
@@ -37,8 +41,11 @@ class RLSettings:
 
     Attributes:
         num_steps: Denoising steps per action chunk.
-        noise_method: ``flow_sde`` or ``flow_cps`` for the scored steps.
-        noise_level: Noise scale of the scored steps (``flow_cps``: the angle fraction, <= 1).
+        noise_method: ``flow_sde``, ``flow_cps`` or ``flow_noise`` (a learned noise head gives
+            each scored step's std) for the scored steps.
+        noise_level: Noise scale of the scored steps (``flow_cps``: the angle fraction, <= 1;
+            unused by ``flow_noise``).
+        noise_std_range: ``flow_noise``'s [min, max] std (``noise_logvar_range``).
         joint_logprob: Score every (non-ignored) step instead of one random step.
         ignore_last: Never make the last step stochastic (nor score it).
         num_action_chunks: Leading actions of a chunk that are executed and scored.
@@ -52,6 +59,7 @@ class RLSettings:
     num_steps: int = 10
     noise_method: str = "flow_sde"
     noise_level: float = 0.5
+    noise_std_range: tuple[float, float] = NOISE_STD_RANGE
     joint_logprob: bool = False
     ignore_last: bool = False
     num_action_chunks: int = 10
@@ -77,6 +85,7 @@ class RLSettings:
             num_steps=int(cfg.get("num_steps", cls.num_steps)),
             noise_method=str(dex.get("noise_method", cls.noise_method)),
             noise_level=float(dex.get("noise_level", cls.noise_level)),
+            noise_std_range=_std_range(dex.get("noise_logvar_range", cls.noise_std_range)),
             joint_logprob=bool(cfg.get("joint_logprob", cls.joint_logprob)),
             ignore_last=bool(cfg.get("ignore_last", cls.ignore_last)),
             num_action_chunks=int(cfg.get("num_action_chunks", cls.num_action_chunks)),
@@ -102,6 +111,10 @@ class RLSettings:
         if not 0.0 <= self.noise_level <= upper:
             problems.append(("dexbotic.noise_level", f"{self.noise_level} is out of range",
                              "use a value >= 0 (<= 1 for flow_cps)"))
+        low, high = self.noise_std_range
+        if not 0.0 < low <= high:
+            problems.append(("dexbotic.noise_logvar_range", f"[{low}, {high}] is not a std range",
+                             "use [min_std, max_std] with 0 < min_std <= max_std"))
         if self.norm_mode not in NORM_MODES:
             problems.append(("dexbotic.norm_mode", f"unknown norm mode {self.norm_mode!r}",
                              f"use one of {', '.join(NORM_MODES)}"))
@@ -197,14 +210,43 @@ def gaussian_entropy(std: torch.Tensor) -> torch.Tensor:
     return torch.where(degenerate, torch.zeros_like(std), torch.log(safe) + _HALF_LOG_2PI_E)
 
 
+def _std_range(value: Any) -> tuple[float, float]:
+    """``noise_logvar_range`` as (min, max) floats.
+
+    Raises:
+        DexrlError: not two numbers.
+    """
+    try:
+        low, high = (float(v) for v in value)
+    except (TypeError, ValueError):
+        raise DexrlError(f"noise_logvar_range is {value!r}, expected [min_std, max_std]",
+                         hint="set two numbers, e.g. [0.08, 0.16]",
+                         where="actor.model.dexbotic.noise_logvar_range",
+                         code="policy-setting-out-of-range") from None
+    return low, high
+
+
 def _moments(
     settings: RLSettings, grid: torch.Tensor, x: torch.Tensor, velocity: torch.Tensor,
-    k: torch.Tensor, stochastic: bool,
+    k: torch.Tensor, stochastic: bool, hidden: torch.Tensor | None = None,
+    learned_std: LearnedStd | None = None,
 ) -> tuple[torch.Tensor, torch.Tensor]:
-    """Mean and std of x at grid step k+1 (k long [B]); rollout and training both use it."""
+    """Mean and std of x at grid step k+1 (k long [B]); rollout and training both use it.
+
+    ``flow_noise`` (πRL's Flow-Noise): the ODE step's mean and the std ``learned_std`` reads
+    from the step's action-token ``hidden`` states.
+    """
     t, t_next = grid[k], grid[k + 1]
     if not stochastic:
         return step_moments(x, velocity.float(), t, t - t_next, "ode")
+    if settings.noise_method == "flow_noise":
+        if learned_std is None or hidden is None:
+            raise DexrlError("flow_noise needs the policy's noise head",
+                             hint="build the adapter with noise_method flow_noise",
+                             where="actor.model.dexbotic.noise_method",
+                             code="policy-noise-head-missing")
+        mean, _ = step_moments(x, velocity.float(), t, t - t_next, "ode")
+        return mean, learned_std(hidden).float().expand_as(mean)
     sigma = None
     if settings.noise_method == "flow_sde":
         sigma = sde_sigma(grid, k, settings.noise_level)
@@ -223,7 +265,8 @@ def _initial_terms(x: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
 
 
 def sample_chain(
-    denoise: Denoiser, noise: torch.Tensor, settings: RLSettings, scored: torch.Tensor | None
+    denoise: Denoiser, noise: torch.Tensor, settings: RLSettings, scored: torch.Tensor | None,
+    learned_std: LearnedStd | None = None,
 ) -> ChainSample:
     """Run the denoising chain from ``noise`` (x at t = 1, [B, T, D]).
 
@@ -233,6 +276,7 @@ def sample_chain(
         settings: Steps and noise method.
         scored: Scored steps long [B, S] from :meth:`RLSettings.draw_scored_steps` (identical
             rows), or None for a fully deterministic ODE chain.
+        learned_std: ``flow_noise``'s noise head (unused by the other methods).
     """
     x = noise.to(torch.float32)
     batch = x.shape[0]
@@ -245,7 +289,8 @@ def sample_chain(
         velocity, hidden = denoise(x, grid[k])
         if step == 0:
             first_hidden = hidden
-        mean, std = _moments(settings, grid, x, velocity, k, step in stochastic)
+        mean, std = _moments(settings, grid, x, velocity, k, step in stochastic, hidden,
+                             learned_std)
         if step in stochastic:
             x = mean + std * torch.randn_like(mean)
             terms.append(gaussian_logprob(x, mean, std))
@@ -264,6 +309,7 @@ def score_chain(
     *,
     first_hidden: bool = False,
     first_hidden_grad: bool = True,
+    learned_std: LearnedStd | None = None,
 ) -> ChainScores:
     """Recompute log-probs (with gradients) of stored chains at their scored steps.
 
@@ -275,6 +321,7 @@ def score_chain(
         first_hidden: Also return the step-0 hidden states (reused when step 0 is scored for
             every row, else one more denoising pass).
         first_hidden_grad: Whether that extra pass needs a graph.
+        learned_std: ``flow_noise``'s noise head (unused by the other methods).
 
     Raises:
         DexrlError: rows recorded by a deterministic call (nothing to score) or a step index
@@ -299,7 +346,8 @@ def score_chain(
     for column in range(scored.shape[1]):
         k = scored[:, column].to(chains.device)
         velocity, hidden = denoise(chains[rows, k], grid[k])
-        mean, std = _moments(settings, grid, chains[rows, k], velocity, k, True)
+        mean, std = _moments(settings, grid, chains[rows, k], velocity, k, True, hidden,
+                             learned_std)
         logprob_terms.append(gaussian_logprob(chains[rows, k + 1], mean, std))
         entropy_terms.append(gaussian_entropy(std))
         if hidden_zero is None and bool((k == 0).all()):
@@ -321,6 +369,8 @@ __all__ = [
     "ChainSample",
     "ChainScores",
     "Denoiser",
+    "LearnedStd",
+    "NOISE_STD_RANGE",
     "RLSettings",
     "gaussian_entropy",
     "initial_logprob",

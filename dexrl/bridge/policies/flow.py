@@ -11,6 +11,7 @@ from typing import Any, ClassVar
 
 import torch
 from rlinf.models.embodiment.base_policy import BasePolicy
+from rlinf.models.embodiment.modules.explore_noise_net import ExploreNoiseNet
 from torch import nn
 
 from dexrl.bridge.policies.chain import (
@@ -37,6 +38,8 @@ from dexrl.models.transforms import NormMode, actions_to_env, state_to_model
 EVAL_NOISE_SEED = 0
 VALUE_HEAD_SEED = 0
 VALUE_HEAD_INIT_STD = 0.02
+NOISE_HEAD_SEED = 0
+NOISE_HEAD_HIDDEN = [128, 64]  # RLinf's openpi ExploreNoiseNet (πRL's Flow-Noise head)
 VIEW_KEYS = ("main_images", "wrist_images")
 
 
@@ -82,6 +85,10 @@ class FlowRLPolicy(nn.Module, BasePolicy):
             self.value_head = nn.Linear(config.expert.hidden_size, 1, device=anchor.device,
                                         dtype=anchor.dtype)
             init_value_head(self.value_head)
+        if settings.noise_method == "flow_noise":
+            anchor = self.model.action_out_proj.weight
+            self.noise_head = build_noise_head(config.expert.hidden_size, config.action_dim,
+                                               settings.noise_std_range, anchor)
         if settings.train_expert_only:
             for frozen in self.frozen_modules():
                 frozen.requires_grad_(False)
@@ -169,6 +176,21 @@ class FlowRLPolicy(nn.Module, BasePolicy):
             self.prefix_store.clear()
 
     @property
+    def has_noise_head(self) -> bool:
+        """Whether the policy has flow_noise's learned noise head."""
+        return "noise_head" in self._modules
+
+    def _learned_std(self, hidden: torch.Tensor) -> torch.Tensor:
+        """flow_noise's per-element std float32 [B, T, D] from action-token hidden states."""
+        head = self.noise_head
+        return head(hidden.to(head.mlp_logvar.moduleList[0][0].weight.dtype)).float()
+
+    @property
+    def learned_std(self) -> Any:
+        """:meth:`_learned_std` when the policy has a noise head, else None."""
+        return self._learned_std if self.has_noise_head else None
+
+    @property
     def has_value_head(self) -> bool:
         """Whether the policy has a critic (RLinf checks ``hasattr(model, "value_head")``)."""
         return "value_head" in self._modules
@@ -207,7 +229,7 @@ class FlowRLPolicy(nn.Module, BasePolicy):
         valued = compute_values and self.has_value_head
         if self._fast is None:
             sample = sample_chain(self._denoiser(self._observation(inputs), grad=False),
-                                  initial, settings, scored)
+                                  initial, settings, scored, self.learned_std)
             chains, logprobs = sample.chains, sample.logprobs
             values = self._value(sample.first_hidden) if valued else None
         else:
@@ -275,6 +297,7 @@ class FlowRLPolicy(nn.Module, BasePolicy):
             settings,
             first_hidden=compute_values,
             first_hidden_grad=not settings.detach_critic_input,
+            learned_std=self.learned_std,
         )
         entropy = self._slice(scores.entropy).mean(dim=(1, 2))[:, None]
         return {
@@ -428,6 +451,24 @@ def init_value_head(head: nn.Linear) -> None:
         head.bias.zero_()
 
 
+def build_noise_head(width: int, action_dim: int, std_range: tuple[float, float],
+                     anchor: torch.Tensor) -> ExploreNoiseNet:
+    """flow_noise's noise head: RLinf's ``ExploreNoiseNet`` as its openpi adapter builds it
+    (action-token hidden states → MLP 128, 64 with tanh → tanh-squashed log-variance in
+    ``std_range``), on ``anchor``'s device and dtype, its log-variance bounds kept float32.
+
+    Initialized as PyTorch initializes ``nn.Linear`` (RLinf's), from a fixed seed: every process
+    that builds the policy gets the same head, whatever its global RNG state.
+    """
+    with torch.random.fork_rng(devices=[]):
+        torch.manual_seed(NOISE_HEAD_SEED)
+        head = ExploreNoiseNet(in_dim=width, out_dim=action_dim, hidden_dims=NOISE_HEAD_HIDDEN,
+                               activation_type="tanh", noise_logvar_range=list(std_range),
+                               noise_scheduler_type="learn")
+    head.mlp_logvar.to(device=anchor.device, dtype=anchor.dtype)
+    return head.to(device=anchor.device)
+
+
 def _release_prefix_cache(module: FlowRLPolicy, *_: Any) -> None:
     """Load-state-dict pre-hook: new weights make every stored prefix stale."""
     module.release_prefix_cache()
@@ -474,5 +515,5 @@ def _is_deterministic(mode: str | None, do_sample: Any) -> bool:
     return mode == "eval"
 
 
-__all__ = ["EVAL_NOISE_SEED", "FlowRLPolicy", "attention_impl", "init_value_head",
-           "prompt_length"]
+__all__ = ["EVAL_NOISE_SEED", "FlowRLPolicy", "attention_impl", "build_noise_head",
+           "init_value_head", "prompt_length"]

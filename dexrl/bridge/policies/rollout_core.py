@@ -46,6 +46,9 @@ class RolloutPolicy(Protocol):
 
     def _value(self, hidden: torch.Tensor) -> torch.Tensor: ...
 
+    @property
+    def learned_std(self) -> Callable[[torch.Tensor], torch.Tensor] | None: ...
+
     def _model_inputs(self, images: torch.Tensor, tokens: torch.Tensor,
                       token_mask: torch.Tensor, state: torch.Tensor) -> Any: ...
 
@@ -59,7 +62,9 @@ class StepTables:
     """Rows (t, w0, w1, std) per denoising step, float32 [N, 4], for ODE and stochastic steps.
 
     Computed once per setting with the functions the eager chain calls per step
-    (:func:`~dexrl.models.flow.sampling.moment_weights`), on the same float32 grid.
+    (:func:`~dexrl.models.flow.sampling.moment_weights`), on the same float32 grid. For
+    ``flow_noise`` a stochastic row holds the ODE weights and std 1: a scale of the noise head's
+    std, which the step computes.
     """
 
     ode: torch.Tensor
@@ -77,7 +82,10 @@ class StepTables:
         ode = moment_weights(t, delta, "ode", level)
         sigma = (sde_sigma(grid, k, settings.noise_level)
                  if settings.noise_method == "flow_sde" else None)
-        stochastic = moment_weights(t, delta, settings.noise_method, level, sigma)  # type: ignore[arg-type]
+        if settings.noise_method == "flow_noise":
+            stochastic = (*ode[:2], torch.ones_like(ode[2]))
+        else:
+            stochastic = moment_weights(t, delta, settings.noise_method, level, sigma)  # type: ignore[arg-type]
         return cls(torch.stack([t, *ode], dim=1), torch.stack([t, *stochastic], dim=1),
                    settings.joint_logprob)
 
@@ -141,7 +149,8 @@ class RolloutCore:
         velocity, hidden = self.adapter.flow.network.denoise_step(
             cache, state, x, t.expand(x.shape[0]))
         mean = combine(x, velocity.float(), t, row[W0], row[W1])
-        std = row[STD]
+        learned = self.adapter.learned_std
+        std = row[STD] if learned is None else row[STD] * learned(hidden)
         x_next = mean + std * eps
         return x_next, gaussian_logprob(x_next, mean, std), hidden
 

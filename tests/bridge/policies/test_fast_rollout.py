@@ -53,7 +53,7 @@ def _assert_parity(fast: dict, eager: dict, atol: float) -> None:
 
 
 @pytest.mark.parametrize("model", ["pi0", "dm0"])
-@pytest.mark.parametrize("method", ["flow_sde", "flow_cps"])
+@pytest.mark.parametrize("method", ["flow_sde", "flow_cps", "flow_noise"])
 @pytest.mark.parametrize("joint", [False, True], ids=["one-step", "joint"])
 def test_tensor_core_equals_the_eager_chain(request: pytest.FixtureRequest, model: str,
                                             method: str, joint: bool) -> None:
@@ -133,6 +133,21 @@ def test_inductor_compiled_rollout_equals_eager(request: pytest.FixtureRequest, 
         fast.enable_torch_compile("default")
         for seed, mode in ((0, "train"), (1, "eval")):
             _assert_parity(_call(fast, seed, mode), _call(eager, seed, mode), atol=1e-4)
+    torch._dynamo.reset()
+
+
+@pytest.mark.parametrize("model", ["pi0"])
+def test_flow_noise_compiles_its_head_into_the_step_without_a_break(
+        request: pytest.FixtureRequest, model: str) -> None:
+    """flow_noise's learned std is computed inside the denoising-step graph (aot_eager tracing):
+    three graphs, no break, the eager chain's numbers."""
+    torch._dynamo.reset()
+    counters.clear()
+    eager, fast = _adapters(request, model, noise_method="flow_noise", joint_logprob=True)
+    fast._fast_rollout().enable_compile("default", backend="aot_eager")
+    for seed, mode in ((0, "train"), (1, "eval"), (2, "train")):
+        _assert_parity(_call(fast, seed, mode), _call(eager, seed, mode), atol=1e-6)
+    assert _compile_counts()[:2] == (3, 0)
     torch._dynamo.reset()
 
 

@@ -48,7 +48,7 @@ FROZEN_PREFIXES = {
 PI0_ONLY = pytest.mark.parametrize("model", ["pi0"], indirect=True)
 
 
-@pytest.mark.parametrize("method", ["flow_sde", "flow_cps"])
+@pytest.mark.parametrize("method", ["flow_sde", "flow_cps", "flow_noise"])
 @pytest.mark.parametrize("joint", [False, True])
 def test_training_forward_reproduces_rollout_exactly(make_policy, rollout, method: str,
                                                      joint: bool) -> None:

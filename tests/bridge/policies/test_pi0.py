@@ -23,7 +23,11 @@ def test_sdpa_attention_setting_reaches_the_network(model_dir: Path) -> None:
 def test_bad_settings_fail_clearly(model_dir: Path) -> None:
     base = {"model_path": str(model_dir), "num_action_chunks": 5, "action_dim": 7}
     cases = [
-        ({"dexbotic": {"noise_method": "flow_noise"}}, "noise_method"),
+        ({"dexbotic": {"noise_method": "flow_ode"}}, "noise_method"),
+        ({"dexbotic": {"noise_method": "flow_noise", "noise_logvar_range": [0.2, 0.1]}},
+         "noise_logvar_range"),
+        ({"dexbotic": {"noise_method": "flow_noise", "noise_logvar_range": "wide"}},
+         "noise_logvar_range"),
         ({"dexbotic": {"noise_method": "flow_cps", "noise_level": 2.0}}, "noise_level"),
         ({"safe_get_logprob": True}, "safe_get_logprob"),
         ({"num_action_chunks": CHUNK + 1}, "num_action_chunks"),
