@@ -21,8 +21,7 @@ from dexrl.errors import DexrlError, disk_full_cause, disk_full_error, disk_full
 # first line of the verb function's docstring; tests/commands/test_cli.py keeps the two in sync.
 VERBS: dict[str, tuple[str, str]] = {
     "train": ("dexrl.commands.train",
-              "Train a policy with PPO on a LIBERO suite or a built-in task, RLinf as the "
-              "backend."),
+              "Train a policy with PPO or GRPO on a LIBERO suite or a built-in task via RLinf."),
     "resume": ("dexrl.commands.resume",
                "Continue a run from its latest complete checkpoint (or --step N)."),
     "validate": ("dexrl.commands.validate",

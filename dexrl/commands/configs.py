@@ -10,16 +10,18 @@ EPILOG = """\
 Examples:
 
   dexrl configs
-      A table of suite, model, config name, episode horizon and the distribution that provides
-      the policy (dexrl or a plugin), one row per config, then the execution modes every config
-      runs in (--mode); broken plugins are listed below it.
+      A table of suite, model, config name, the algorithm it ships with, episode horizon and the
+      distribution that provides the policy (dexrl or a plugin), one row per config, then the
+      algorithms (--algo), exploration noises (--noise) and execution modes (--mode) every
+      config runs with; broken plugins are listed below it.
 
   dexrl configs --json | jq -r '.configs[].config_name'
       The same rows as a JSON document (schema dexrl.configs/1), broken plugins under "problems".
 """
 
-COLUMNS = ("suite", "model", "model_type", "config_name", "eval_horizon", "from")
-HEADERS = ("suite", "model", "model_type", "config name", "eval horizon", "from")
+COLUMNS = ("suite", "model", "model_type", "config_name", "algorithm", "eval_horizon", "from")
+HEADERS = ("suite", "model", "model_type", "config name", "algorithm", "eval horizon", "from")
+SHIPPED_ALGORITHM = "ppo"  # every shipped config: GAE with a value head; --algo grpo switches
 
 
 def rows() -> list[dict[str, object]]:
@@ -28,7 +30,7 @@ def rows() -> list[dict[str, object]]:
     from dexrl.config.compose import shipped_matrix
 
     known = policies()
-    return [dict(zip(COLUMNS, (suite, policy, known[policy].model_type, name,
+    return [dict(zip(COLUMNS, (suite, policy, known[policy].model_type, name, SHIPPED_ALGORITHM,
                                SUITES[suite].horizon, known[policy].distribution), strict=True))
             for suite, policy, name in shipped_matrix()]
 
@@ -39,12 +41,14 @@ def configs(
     """List the configs: one per suite (LIBERO or built-in task) × policy (built in or plugin)."""
     from rich.table import Table
 
+    from dexrl.config.algorithms import ALGO_SUMMARY, ALGOS, NOISE_SUMMARY, NOISES
     from dexrl.config.modes import MODE_SUMMARY, MODES
     from dexrl.plugins import discover
 
     records, problems = rows(), discover().problems
     if as_json:
         print_json("dexrl.configs/1", configs=records, modes=list(MODES),
+                   algorithms=list(ALGOS), noise_methods=list(NOISES),
                    problems=[{"message": p.message, "hint": p.hint} for p in problems])
         return
     table = Table(title="dexrl configs")
@@ -53,6 +57,10 @@ def configs(
     for record in records:
         table.add_row(*(str(v) for v in record.values()))
     console().print(table)
+    console().print(f"Algorithms (--algo, every config): {ALGO_SUMMARY}; docs/algorithms.md",
+                    markup=False)
+    console().print(f"Exploration noise (--noise, every config): {NOISE_SUMMARY}",
+                    markup=False)
     console().print(f"Execution modes (--mode, every config): {MODE_SUMMARY}; "
                     "docs/execution-modes.md", markup=False)
     err = console(stderr=True)

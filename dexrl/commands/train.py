@@ -78,8 +78,15 @@ def train(
                              help="sync (default): roll out, then train. async: RLinf's async "
                              "PPO, rollouts go on while the actor trains "
                              "(docs/execution-modes.md)."),
+    algo: str = typer.Option(None, "--algo",
+                             help="ppo (default): PPO with GAE and a value head. grpo: RLinf's "
+                             "GRPO, group-relative returns, no critic (docs/algorithms.md)."),
+    noise: str = typer.Option(None, "--noise",
+                              help="flow_sde (default): fixed-scale noise on one scored "
+                              "denoising step. flow_noise: a learned noise head on every step "
+                              "(docs/algorithms.md)."),
 ) -> None:
-    """Train a policy with PPO on a LIBERO suite or a built-in task, RLinf as the backend."""
+    """Train a policy with PPO or GRPO on a LIBERO suite or a built-in task via RLinf."""
     if as_json and not dry_run:
         raise DexrlError("--json needs --dry-run: a training run's progress is lines of text, "
                          "not one JSON document", "add --dry-run for the plan as JSON; a run's "
@@ -88,7 +95,7 @@ def train(
     new = prepare(TrainRequest(
         suite=suite, model=model, config_name=config_name, ckpt=ckpt, name=name,
         run_dir=run_dir, smoke=smoke, dry_run=dry_run, gpus_per_node=gpus_per_node,
-        overrides=tuple(overrides or ()), mode=mode,
+        overrides=tuple(overrides or ()), mode=mode, algo=algo, noise=noise,
         launch=LaunchOptions(ray_address=ray_address, verbose=verbose,
                              stall_timeout=stall_timeout)))
     if dry_run:

@@ -6,6 +6,7 @@ from typing import TYPE_CHECKING, Any
 
 import typer
 
+from dexrl.config.algorithms import algo_overrides
 from dexrl.config.modes import mode_overrides
 from dexrl.errors import DexrlError, one_line
 
@@ -112,6 +113,13 @@ def validate(
     mode: str = typer.Option(None, "--mode",
                              help="sync (default), async or pipeline: check the config for that "
                              "execution mode (docs/execution-modes.md)."),
+    algo: str = typer.Option(None, "--algo",
+                             help="ppo (default): PPO with GAE and a value head. grpo: RLinf's "
+                             "GRPO, group-relative returns, no critic (docs/algorithms.md)."),
+    noise: str = typer.Option(None, "--noise",
+                              help="flow_sde (default): fixed-scale noise on one scored "
+                              "denoising step. flow_noise: a learned noise head on every step "
+                              "(docs/algorithms.md)."),
 ) -> None:
     """Compose and check a training config (no Ray, no GPU, no rlinf import)."""
     from omegaconf import OmegaConf
@@ -125,7 +133,8 @@ def validate(
         raise DexrlError("--explain prints a description for people and takes no --json",
                          "drop --json to read it, or drop --explain to check the config",
                          code="flags-explain-json")
-    overrides = [*mode_overrides(mode), *(overrides or [])]
+    overrides = [*mode_overrides(mode), *algo_overrides(algo, noise, suite, config_name),
+                 *(overrides or [])]
     if explain:
         show_key(explain, suite, model, config_name, overrides)
         return

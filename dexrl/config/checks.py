@@ -18,6 +18,8 @@ from omegaconf import DictConfig, OmegaConf
 from omegaconf.errors import OmegaConfBaseException
 
 from dexrl.catalog import SUITES, load_reference, policies, policy_for
+from dexrl.config.algorithm_checks import check_grpo, check_noise, check_reward_filter
+from dexrl.config.algorithms import is_grouped
 from dexrl.config.modes import run_mode, split_placement
 from dexrl.config.schema import check_values
 from dexrl.errors import Finding
@@ -260,7 +262,8 @@ def check_mode(cfg: DictConfig, sizes: dict[str, int], facts: Facts) -> list[Fin
         return []
     findings: list[Finding] = []
     loss = _get(cfg, "algorithm.loss_type")
-    if loss != "decoupled_actor_critic":
+    # GRPO's own check says why it cannot run async (mode-async-grpo), in its one line.
+    if loss != "decoupled_actor_critic" and not is_grouped(cfg):
         findings.append(Finding("error", "algorithm.loss_type",
                                 f"{loss} does not run in async mode: RLinf's async PPO needs the "
                                 "decoupled loss, which corrects the PPO ratio for stale "
@@ -385,7 +388,8 @@ def check_algorithm(cfg: DictConfig) -> list[Finding]:
     """PPO actor-critic needs a value head; a setting RLinf's embodied actor ignores is named."""
     findings: list[Finding] = []
     loss = _get(cfg, "algorithm.loss_type")
-    if loss in ("actor_critic", "decoupled_actor_critic") and not _get(
+    # GRPO's own checks name a critic loss (algorithm-grpo-loss, mode-async-grpo).
+    if loss in ("actor_critic", "decoupled_actor_critic") and not is_grouped(cfg) and not _get(
             cfg, "actor.model.add_value_head", False):
         findings.append(Finding("error", "actor.model.add_value_head",
                                 f"algorithm.loss_type={loss} needs a value head",
@@ -558,6 +562,9 @@ def run_config_checks(cfg: DictConfig, facts: Facts) -> list[Finding]:
     findings += check_mode(cfg, sizes, facts)
     findings += check_pipeline(cfg)
     findings += check_algorithm(cfg)
+    findings += check_grpo(cfg, sizes)
+    findings += check_reward_filter(cfg)
+    findings += check_noise(cfg)
     findings += check_runner(cfg)
     findings += check_model(cfg, facts)
     findings += check_dexbotic(cfg)

@@ -77,9 +77,26 @@ def unsafe_changes(diff: list[tuple[str, Any, Any]]) -> list[tuple[str, Any, Any
     return [d for d in diff if not any(fnmatch.fnmatchcase(d[0], pat) for pat in SAFE_RESUME_KEYS)]
 
 
+def head_changes(diff: list[tuple[str, Any, Any]]) -> list[tuple[str, Any, Any]]:
+    """The changes that add or remove one of the policy's RL heads (the value head: PPO ↔ GRPO;
+    the noise head: to or from flow_noise), which the checkpoint's modules cannot follow."""
+    return [d for d in diff if d[0] == "actor.model.add_value_head"
+            or (d[0] == "actor.model.dexbotic.noise_method" and "flow_noise" in d[1:])]
+
+
 def refuse_unsafe_changes(old: DictConfig, new: DictConfig, allow: bool) -> None:
-    """Refuse overrides that change the experiment, showing the diff."""
-    unsafe = unsafe_changes(config_diff(old, new))
+    """Refuse overrides that change the experiment, showing the diff; refuse a change of the
+    policy's heads even with ``allow`` (the checkpoint holds other modules)."""
+    diff = config_diff(old, new)
+    heads = head_changes(diff)
+    if heads:
+        raise DexrlError(
+            "the overrides add or remove a head of the policy (the value head of PPO, the noise "
+            "head of flow_noise), which the run's checkpoints do not hold or hold besides",
+            "resume with the run's algorithm and noise method; to switch, start a new run from "
+            "an export of this one (`dexrl export RUN --out DIR`, then `dexrl train --ckpt DIR`)",
+            details=diff_lines(heads), code="resume-heads-changed")
+    unsafe = unsafe_changes(diff)
     if unsafe and not allow:
         raise DexrlError(
             f"{len(unsafe)} override(s) change the experiment, not just how long it runs",

@@ -14,6 +14,7 @@ from typing import Any
 from omegaconf import DictConfig, OmegaConf
 
 from dexrl.catalog import policy_for
+from dexrl.config.algorithms import algorithm_of, algorithm_text
 from dexrl.config.checks import Facts, parse_placement
 from dexrl.config.modes import run_mode
 from dexrl.errors import DexrlError, errors
@@ -50,6 +51,8 @@ class Plan:
     rollout_speed: str = "eager"
     mode: str = "sync"  # runner.mode (dexrl.config.modes)
     mode_text: str = "sync (RLinf's EmbodiedRunner: roll out, then train, then sync weights)"
+    algorithm: str = "ppo"  # dexrl.config.algorithms.algorithm_of
+    algorithm_text: str = "ppo"
 
 
 @dataclass
@@ -139,6 +142,7 @@ def make_plan(cfg: DictConfig, facts: Facts, ckpt_dir: Path | None = None) -> Pl
     plan = Plan(placement=placement(cfg, facts.gpus_per_node))
     plan.global_steps, plan.steps_from = planned_steps(cfg), steps_source(cfg)
     plan.mode, plan.mode_text = run_mode(cfg), mode_text(cfg)
+    plan.algorithm, plan.algorithm_text = algorithm_of(cfg), algorithm_text(cfg)
     envs = int(_sel(cfg, "env.train.total_num_envs"))
     epochs = int(_sel(cfg, "env.train.rollout_epoch", 1))
     steps = int(_sel(cfg, "env.train.max_steps_per_rollout_epoch"))
@@ -225,6 +229,7 @@ def render_plan(plan: Plan, gpus_per_node: int) -> list[str]:
                                                 render_by_node(plan.placement))]
     lines += [
         f"Mode: {plan.mode_text}",
+        f"Algorithm: {plan.algorithm_text}",
         f"Global steps: {plan.global_steps} ({plan.steps_from})",
         "Per global step:",
         f"  env steps        {plan.env_steps:,}",
@@ -255,6 +260,8 @@ def plan_record(plan: Plan, gpus_per_node: int) -> dict[str, Any]:
         "placement": {comp: [{"node": n, "gpu": g} for n, g in gpus]
                       for comp, gpus in plan.placement.items()},
         "mode": plan.mode,
+        "algorithm": plan.algorithm,
+        "algorithm_text": plan.algorithm_text,
         "per_node": [{"node": node, "ranks": comps}
                      for node, comps in by_node(plan.placement).items()],
         "per_global_step": {"env_steps": plan.env_steps, "policy_calls": plan.policy_calls,

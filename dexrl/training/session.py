@@ -54,6 +54,8 @@ class TrainRequest:
     overrides: tuple[str, ...] = ()
     launch: LaunchOptions = field(default_factory=LaunchOptions)
     mode: str | None = None  # --mode: sync or async (dexrl.config.modes)
+    algo: str | None = None  # --algo: ppo or grpo (dexrl.config.algorithms)
+    noise: str | None = None  # --noise: flow_sde or flow_noise
 
 
 @dataclass(frozen=True)
@@ -241,6 +243,7 @@ def prepare(request: TrainRequest) -> NewRun:
     from omegaconf import OmegaConf
 
     from dexrl.checkpoints.sources import locate_checkpoint
+    from dexrl.config.algorithms import algo_overrides
     from dexrl.config.compose import suite_of
     from dexrl.config.modes import mode_overrides
     from dexrl.config.validate import check_composed, compose_request
@@ -256,7 +259,9 @@ def prepare(request: TrainRequest) -> NewRun:
         raise DexrlError("--smoke trains a tiny random model and takes no --ckpt",
                          "drop --ckpt, or drop --smoke to train the checkpoint",
                          code="flags-smoke-ckpt")
-    overrides = [*mode_overrides(request.mode), *request.overrides]
+    overrides = [*mode_overrides(request.mode),
+                 *algo_overrides(request.algo, request.noise, suite, request.config_name),
+                 *request.overrides]
     if request.ckpt:
         overrides = ckpt_overrides(locate_checkpoint(request.ckpt)) + overrides
     overlay = smoke_overlay(suite, request.config_name) if smoke else None
