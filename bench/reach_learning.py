@@ -6,7 +6,9 @@ Run by hand (it starts Ray and RLinf; on a shared machine take the heavy-run loc
         --models pi0 dm0 --seeds 0 1 2 --steps 100 --set actor.micro_batch_size=16
 
 Each seed and model runs ``dexrl train --suite TASK --model MODEL --smoke`` for ``--steps``
-global steps once per arm: ``ppo`` (as shipped), ``control`` (the policy's learning rate 0) and,
+global steps (``--algo`` and ``--noise`` go to every run: GRPO, flow-noise; docs/algorithms.md)
+once per arm: ``ppo`` (as shipped, or the chosen algorithm), ``control`` (the policy's learning
+rate 0, for ``--control-steps``: its weights cannot move, so any length gives the same policy) and,
 on ``reach_cued``, ``ablation`` (one fixed instruction and no target in the image, in training and
 in evaluation). Printed per run: return and success averaged over the first and the last
 ``--window`` steps, wall time and median step time. On ``reach_cued`` each run's last checkpoint
@@ -52,7 +54,16 @@ def main() -> None:
     parser.add_argument("--timeout", type=float, default=1800.0, help="seconds per run")
     parser.add_argument("--set", nargs="*", default=[], metavar="KEY=VALUE",
                         help="overrides for every run (e.g. actor.micro_batch_size=16)")
+    parser.add_argument("--algo", default=None, help="dexrl train --algo (ppo, grpo)")
+    parser.add_argument("--noise", default=None, help="dexrl train --noise (flow_sde, "
+                        "flow_noise)")
+    parser.add_argument("--control-steps", type=int, default=None,
+                        help="global steps of the control arm (default --steps)")
+    parser.add_argument("--masks", action=argparse.BooleanOptionalAction, default=True,
+                        help="also evaluate the trained arm with each cue masked")
     args = parser.parse_args()
+    flags = [*(["--algo", args.algo] if args.algo else []),
+             *(["--noise", args.noise] if args.noise else [])]
     out = args.out or Path(tempfile.mkdtemp(prefix="reach-bench-"))
     out.mkdir(parents=True, exist_ok=True)
     cued = args.task == "reach_cued"
@@ -70,20 +81,22 @@ def main() -> None:
             for arm, overrides in arms.items():
                 run_dir = out / f"{model}-{arm}-s{seed}"
                 start = time.perf_counter()
-                curves = run_reach(run_dir, seed, args.steps, *args.set, *overrides,
+                steps = (args.control_steps or args.steps) if arm == "control" else args.steps
+                curves = run_reach(run_dir, seed, steps, *flags, *args.set, *overrides,
                                    suite=args.task, model=model, timeout_s=args.timeout)
                 wall = time.perf_counter() - start
                 ret = rise(curves, "env/return", args.window)
                 succ = rise(curves, "env/success_once", args.window)
-                steps = curves.series["time/step"][1][1:]  # after the first
+                step_times = curves.series["time/step"][1][1:]  # after the first
                 ends.setdefault((model, arm), []).append(succ[1])
                 dirs.append(run_dir)
-                print(f"{model:5} {arm:8} {seed:>4} {ret[0]:>9.3f} → {ret[1]:>7.3f} "
+                label = (args.algo or "ppo") if arm == "ppo" else arm
+                print(f"{model:5} {label:8} {seed:>4} {ret[0]:>9.3f} → {ret[1]:>7.3f} "
                       f"{succ[0]:>9.2f} → {succ[1]:>7.2f} {wall:>7.0f} "
-                      f"{statistics.median(steps):>7.1f}", flush=True)
+                      f"{statistics.median(step_times):>7.1f}", flush=True)
                 if not cued:
                     continue
-                masks = MASKS if arm == "ppo" else {"as trained": ()}
+                masks = MASKS if arm == "ppo" and args.masks else {"as trained": ()}
                 for mask, extra in masks.items():
                     data = evaluate(run_dir, out / "eval" / f"{run_dir.name}-{mask.split()[0]}",
                                     args.eval_episodes, *extra)

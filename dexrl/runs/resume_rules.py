@@ -92,7 +92,7 @@ def refuse_unsafe_changes(old: DictConfig, new: DictConfig, allow: bool) -> None
     if heads:
         raise DexrlError(
             "the overrides add or remove a head of the policy (the value head of PPO, the noise "
-            "head of flow_noise), which the run's checkpoints do not hold or hold besides",
+            "head of flow_noise): the run's checkpoints hold another set of modules",
             "resume with the run's algorithm and noise method; to switch, start a new run from "
             "an export of this one (`dexrl export RUN --out DIR`, then `dexrl train --ckpt DIR`)",
             details=diff_lines(heads), code="resume-heads-changed")

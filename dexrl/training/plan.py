@@ -184,6 +184,10 @@ def make_plan(cfg: DictConfig, facts: Facts, ckpt_dir: Path | None = None) -> Pl
         plan.prefix_cache = _prefix_cache_plan(cfg, kv_bytes * weight_bytes / 2 * plan.samples
                                                / actor_ranks / GB, update_epochs)
     per_sample = ACTIVATION_GB_PER_SAMPLE if expert_only else FULL_FT_ACTIVATION_GB_PER_SAMPLE
+    # A joint log-prob (flow_noise's) re-scores every stochastic denoising step with a graph: the
+    # expert's activations of each are kept for backward (bench/algorithms.py: 10 steps hold
+    # 12-13x the bytes of one scored step; docs/algorithms.md#what-each-costs).
+    per_sample *= scored_passes(cfg)
     for comp, gpus in plan.placement.items():
         for node, gpu in gpus:
             key = node * facts.gpus_per_node + gpu
@@ -198,6 +202,15 @@ def make_plan(cfg: DictConfig, facts: Facts, ckpt_dir: Path | None = None) -> Pl
                 mem += ENV_GB_PER_GPU
             plan.memory_gb_per_gpu[key] = mem
     return plan
+
+
+def scored_passes(cfg: DictConfig) -> int:
+    """Denoising passes a training micro-batch runs with a graph: every stochastic step with
+    ``actor.model.joint_logprob`` (all but the last with ``ignore_last``), else one."""
+    if _sel(cfg, "actor.model.joint_logprob", False) is not True:
+        return 1
+    steps = int(_sel(cfg, "actor.model.num_steps", 1) or 1)
+    return max(1, steps - int(_sel(cfg, "actor.model.ignore_last", False) is True))
 
 
 def _prefix_cache_plan(cfg: DictConfig, need_gb: float, update_epochs: int) -> PrefixCachePlan:

@@ -149,3 +149,24 @@ def test_validate_and_train_take_the_flags() -> None:
     assert '"algorithm": "grpo"' in done.output
     done = runner.invoke(app, ["validate", "--suite", "reach", "--model", "pi0", "--algo", "dqn"])
     assert done.exit_code != 0 and "flags-algo-unknown" in done.output
+
+
+def test_the_dry_run_memory_counts_flow_noises_scored_passes() -> None:
+    from dexrl.config.checks import Facts
+    from dexrl.training.plan import make_plan, scored_passes
+
+    def plan(*overrides: str):  # noqa: ANN202
+        result = compose_and_check(None, None, SPATIAL, list(overrides), 8)
+        return result.cfg, make_plan(result.cfg, Facts(gpus_per_node=8))
+
+    cfg, ppo = plan()
+    assert scored_passes(cfg) == 1
+    cfg, noise = plan("+noise=flow_noise")
+    steps = cfg.actor.model.num_steps
+    assert scored_passes(cfg) == steps
+    assert scored_passes(plan("+noise=flow_noise", "actor.model.ignore_last=true")[0]) == steps - 1
+    node, gpu = ppo.placement["actor"][0]
+    gpu += node * 8  # the plan's key of that GPU
+    assert noise.memory_gb_per_gpu[gpu] > ppo.memory_gb_per_gpu[gpu]
+    _, grpo = plan(*_grpo(SPATIAL))
+    assert grpo.memory_gb_per_gpu == ppo.memory_gb_per_gpu  # a 1,025-parameter head

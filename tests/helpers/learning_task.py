@@ -138,6 +138,8 @@ def run_ppo(cfg: Any, *, updates: int, envs: int, seed: int, control: bool = Fal
 
     Each update: the weight sync into the rollout policy, contexts drawn at random, a rollout
     call of the rollout policy, rewards, then RLinf's advantages and training round on the actor.
+    With a grouped advantage (GRPO) each run of ``algorithm.group_size`` consecutive envs shares
+    one context, as the envs of a group share one initial state.
 
     Args:
         cfg: From :func:`learning_config`.
@@ -161,9 +163,11 @@ def run_ppo(cfg: Any, *, updates: int, envs: int, seed: int, control: bool = Fal
     generator = torch.Generator().manual_seed(seed)
     run = LearningRun(_evaluate(ppo, task, eval_size), float("nan"), task.blind_bound)
     train_task = dataclasses.replace(task, cut=cut)
+    group = int(cfg.algorithm.group_size) if cfg.algorithm.adv_type != "gae" else 1
     for _ in range(updates):
         ppo.sync_weights()  # as RLinf's runner does at the start of every global step
-        contexts = torch.randint(0, 2, (envs,), generator=generator)
+        contexts = torch.randint(0, 2, (envs // group,), generator=generator)
+        contexts = contexts.repeat_interleave(group)
         actions, result = ppo.act(train_task.observations(contexts))
         rewards = task.rewards(actions, contexts)
         run.rollout_rewards.append(float(rewards[:, -1].mean()))

@@ -114,8 +114,14 @@ class LocalPPO:
     def advantages(self, batch: Mapping[str, Any]) -> dict[str, torch.Tensor]:
         """``advantages`` and ``returns`` as RLinf's embodied actor computes them."""
         from rlinf.algorithms.registry import calculate_adv_and_returns
+        from rlinf.utils.metric_utils import compute_loss_mask
 
         algorithm = self.cfg.algorithm
+        loss_mask = None
+        if algorithm.adv_type != "gae":  # GRPO needs the episode mask RLinf's actor computes
+            loss_mask, _ = compute_loss_mask(batch["dones"])
+            if algorithm.reward_type == "chunk_level":
+                loss_mask = loss_mask.any(dim=-1, keepdim=True)
         return calculate_adv_and_returns(
             task_type="embodied",
             adv_type=algorithm.adv_type,
@@ -126,7 +132,7 @@ class LocalPPO:
             gae_lambda=algorithm.get("gae_lambda", 1),
             group_size=algorithm.get("group_size", 8),
             reward_type=algorithm.reward_type,
-            loss_mask=None,
+            loss_mask=loss_mask,
             loss_mask_sum=None,
         )
 
