@@ -46,8 +46,10 @@ def test_configs_json_through_a_pipe(tmp_path: Path) -> None:
     spatial = next(c for c in data["configs"]
                    if c["config_name"] == "libero_spatial_ppo_dexbotic_pi0")
     assert spatial == {"suite": "libero_spatial", "model": "pi0", "model_type": "dexbotic_pi0",
-                       "config_name": "libero_spatial_ppo_dexbotic_pi0", "eval_horizon": 220,
-                       "from": "dexrl"}
+                       "config_name": "libero_spatial_ppo_dexbotic_pi0", "algorithm": "ppo",
+                       "eval_horizon": 220, "from": "dexrl"}
+    assert data["algorithms"] == ["ppo", "grpo"]
+    assert data["noise_methods"] == ["flow_sde", "flow_noise"]
 
 
 def test_configs_table_captured_by_clirunner_keeps_every_name() -> None:
