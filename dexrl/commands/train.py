@@ -7,6 +7,7 @@ from pathlib import Path
 
 import typer
 
+from dexrl.config.algorithms import ALGO_HELP, NOISE_HELP
 from dexrl.errors import DexrlError
 from dexrl.training.session import (
     LaunchOptions,
@@ -78,13 +79,8 @@ def train(
                              help="sync (default): roll out, then train. async: RLinf's async "
                              "PPO, rollouts go on while the actor trains "
                              "(docs/execution-modes.md)."),
-    algo: str = typer.Option(None, "--algo",
-                             help="ppo (default): PPO with GAE and a value head. grpo: RLinf's "
-                             "GRPO, group-relative returns, no critic (docs/algorithms.md)."),
-    noise: str = typer.Option(None, "--noise",
-                              help="flow_sde (default): fixed-scale noise on one scored "
-                              "denoising step. flow_noise: a learned noise head on every step "
-                              "(docs/algorithms.md)."),
+    algo: str = typer.Option(None, "--algo", help=ALGO_HELP),
+    noise: str = typer.Option(None, "--noise", help=NOISE_HELP),
 ) -> None:
     """Train a policy with PPO or GRPO on a LIBERO suite or a built-in task via RLinf."""
     if as_json and not dry_run:

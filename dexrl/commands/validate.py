@@ -6,7 +6,7 @@ from typing import TYPE_CHECKING, Any
 
 import typer
 
-from dexrl.config.algorithms import algo_overrides
+from dexrl.config.algorithms import ALGO_HELP, NOISE_HELP, algo_overrides
 from dexrl.config.modes import mode_overrides
 from dexrl.errors import DexrlError, one_line
 
@@ -113,13 +113,8 @@ def validate(
     mode: str = typer.Option(None, "--mode",
                              help="sync (default), async or pipeline: check the config for that "
                              "execution mode (docs/execution-modes.md)."),
-    algo: str = typer.Option(None, "--algo",
-                             help="ppo (default): PPO with GAE and a value head. grpo: RLinf's "
-                             "GRPO, group-relative returns, no critic (docs/algorithms.md)."),
-    noise: str = typer.Option(None, "--noise",
-                              help="flow_sde (default): fixed-scale noise on one scored "
-                              "denoising step. flow_noise: a learned noise head on every step "
-                              "(docs/algorithms.md)."),
+    algo: str = typer.Option(None, "--algo", help=ALGO_HELP),
+    noise: str = typer.Option(None, "--noise", help=NOISE_HELP),
 ) -> None:
     """Compose and check a training config (no Ray, no GPU, no rlinf import)."""
     from omegaconf import OmegaConf

@@ -20,6 +20,10 @@ ALGO_SUMMARY = ("ppo (shipped: GAE advantages, a value head), grpo (RLinf's GRPO
                 "against its group's mean return, no critic)")
 NOISE_SUMMARY = ("flow_sde (shipped: fixed-scale noise on one scored denoising step), "
                  "flow_noise (a learned noise head on every step)")
+ALGO_HELP = ("ppo (default): PPO with GAE and a value head. grpo: RLinf's GRPO, group-relative "
+             "returns, no critic (docs/algorithms.md).")
+NOISE_HELP = ("flow_sde (default): fixed-scale noise on one scored denoising step. flow_noise: a "
+              "learned noise head on every step (docs/algorithms.md).")
 _GROUPED = ("grpo", "grpo_dynamic", "reinpp_baseline")  # rlinf/config.py: group_size > 1
 
 
@@ -95,5 +99,5 @@ def _select(cfg: Any, key: str, default: Any) -> Any:
     return default if value is None else value
 
 
-__all__ = ["ALGOS", "ALGO_SUMMARY", "NOISES", "NOISE_SUMMARY", "algo_overrides", "algorithm_of",
-           "algorithm_text", "is_grouped"]
+__all__ = ["ALGOS", "ALGO_HELP", "ALGO_SUMMARY", "NOISES", "NOISE_HELP", "NOISE_SUMMARY",
+           "algo_overrides", "algorithm_of", "algorithm_text", "is_grouped"]
