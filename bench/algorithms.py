@@ -1,8 +1,8 @@
 """What each algorithm and noise method costs a training micro-batch and a rollout call.
 
 Run by hand: ``.venv/bin/python bench/algorithms.py`` (CPU: the tiny π0 and DM0 with π0's chunk
-of 50 actions, 10 denoising steps) or ``--full`` (a CUDA GPU: π0 at its real size, random
-weights, bf16). Every variant is the adapter built with RLinf's settings for it, on the same
+of 50 actions, 10 denoising steps) or ``--full`` (a CUDA GPU: π0 and DM0 at their real sizes,
+random weights, bf16). Every variant is the adapter built with RLinf's settings for it, on the same
 observations, alternated with the PPO reference in the same run (the ratio is what counts):
 
 - ``ppo``: GAE's value head, values computed in training (``compute_values``), one random scored
@@ -13,14 +13,16 @@ observations, alternated with the PPO reference in the same run (the ratio is wh
 
 Printed per variant: trainable parameters, the median time of a training micro-batch
 (forward and backward, as RLinf's actor runs it) and of a rollout call, and the memory the
-micro-batch's backward holds: on a GPU the allocator's peak, on the CPU the bytes of the tensors
-autograd saves for backward (what differs between the variants; the weights are the same).
+micro-batch's backward holds: on the CPU the bytes of the tensors
+autograd saves for backward (what differs between the variants; the weights are the same); on a
+GPU the allocator's peak above what was allocated before the call (weights and caches excluded).
 """
 
 from __future__ import annotations
 
 import argparse
 import contextlib
+import gc
 import statistics
 import tempfile
 import time
@@ -28,13 +30,17 @@ from collections.abc import Callable
 from pathlib import Path
 
 import torch
-from _common import env_obs
-from _cost import without_prefix_reuse
+from _light_rlinf import light_rlinf
 
-from dexrl.bridge.policies.chain import RLSettings
-from dexrl.bridge.policies.dm0 import Dm0RLPolicy
-from dexrl.bridge.policies.flow import FlowRLPolicy
-from dexrl.bridge.policies.pi0 import Pi0RLPolicy
+light_rlinf()
+
+from _common import env_obs  # noqa: E402
+from _cost import without_prefix_reuse  # noqa: E402
+
+from dexrl.bridge.policies.chain import RLSettings  # noqa: E402
+from dexrl.bridge.policies.dm0 import Dm0RLPolicy  # noqa: E402
+from dexrl.bridge.policies.flow import FlowRLPolicy  # noqa: E402
+from dexrl.bridge.policies.pi0 import Pi0RLPolicy  # noqa: E402
 
 VARIANTS = {
     "ppo": {"add_value_head": True},
@@ -93,12 +99,14 @@ class Case:
         if cuda:
             torch.cuda.synchronize()
             torch.cuda.reset_peak_memory_stats()
+            resident = torch.cuda.memory_allocated()
         start = time.perf_counter()
         getattr(self, name)()
         if cuda:
             torch.cuda.synchronize()
             if name == "train":
-                self.peak_mb = max(self.peak_mb, torch.cuda.max_memory_allocated() / 1e6)
+                grown = torch.cuda.max_memory_allocated() - resident
+                self.peak_mb = max(self.peak_mb, grown / 1e6)
         self.times[name].append(time.perf_counter() - start)
 
 
@@ -130,9 +138,11 @@ def adapters(model: str, full: bool, workdir: Path) -> Callable[[dict], FlowRLPo
         policy = (random_policy(real_pi0_config(), torch.bfloat16, torch.device("cuda"),
                                 workdir) if full else tiny_policy(workdir, torch.float32))
     else:
-        from dm0_policy import tiny_policy
+        from dm0_policy import random_policy, real_dm0_config, tiny_policy
 
-        cls, policy = Dm0RLPolicy, tiny_policy(workdir, torch.float32)
+        cls = Dm0RLPolicy
+        policy = (random_policy(real_dm0_config(), torch.bfloat16, torch.device("cuda"),
+                                workdir) if full else tiny_policy(workdir, torch.float32))
 
     def build(extra: dict) -> FlowRLPolicy:
         settings = RLSettings(num_steps=10, num_action_chunks=5, train_expert_only=True,
@@ -142,33 +152,45 @@ def adapters(model: str, full: bool, workdir: Path) -> Callable[[dict], FlowRLPo
     return build
 
 
+def report(model: str, args: argparse.Namespace) -> None:
+    """Measure and print every variant of ``model``."""
+    with tempfile.TemporaryDirectory() as tmp:
+        build = adapters(model, args.full, Path(tmp))
+        cases = {name: Case(build(extra), extra["add_value_head"], args.batch)
+                 for name, extra in VARIANTS.items()}
+        measured = measure(cases, args.repeats)
+        ref = measured["ppo"]
+        for name, m in measured.items():
+            trainable = sum(p.numel() for p in cases[name].adapter.parameters()
+                            if p.requires_grad)
+            print(f"{model:5} {name:16} {trainable:>10,} {m['train_s'] * 1e3:>9.1f} "
+                  f"{m['train_s'] / ref['train_s']:>6.2f}x {m['rollout_s'] * 1e3:>10.1f} "
+                  f"{m['rollout_s'] / ref['rollout_s']:>6.2f}x {m['memory_mb']:>11.1f} "
+                  f"{m['memory_mb'] / ref['memory_mb']:>6.2f}x", flush=True)
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--full", action="store_true", help="π0 at its real size on a CUDA GPU")
-    parser.add_argument("--models", nargs="+", default=["pi0", "dm0"])
+    parser.add_argument("--full", action="store_true",
+                        help="real sizes (random weights, bf16) on a CUDA GPU")
+    parser.add_argument("--models", nargs="+", choices=("pi0", "dm0"), default=["pi0", "dm0"])
     parser.add_argument("--batch", type=int, default=16, help="micro-batch and rollout batch")
     parser.add_argument("--repeats", type=int, default=5)
     args = parser.parse_args()
     if args.full and not torch.cuda.is_available():
         raise SystemExit("error: --full needs a CUDA GPU; hint: run without --full")
-    models = ["pi0"] if args.full else args.models
     print(f"{'model':5} {'variant':16} {'trainable':>10} {'train ms':>9} {'vs ppo':>7} "
-          f"{'rollout ms':>10} {'vs ppo':>7} {'backward MB' if not args.full else 'peak MB':>11}"
+          f"{'rollout ms':>10} {'vs ppo':>7} {'backward MB':>11}"
           f" {'vs ppo':>7}")
-    for model in models:
-        with tempfile.TemporaryDirectory() as tmp:
-            build = adapters(model, args.full, Path(tmp))
-            cases = {name: Case(build(extra), extra["add_value_head"], args.batch)
-                     for name, extra in VARIANTS.items()}
-            measured = measure(cases, args.repeats)
-            ref = measured["ppo"]
-            for name, m in measured.items():
-                trainable = sum(p.numel() for p in cases[name].adapter.parameters()
-                                if p.requires_grad)
-                print(f"{model:5} {name:16} {trainable:>10,} {m['train_s'] * 1e3:>9.1f} "
-                      f"{m['train_s'] / ref['train_s']:>6.2f}x {m['rollout_s'] * 1e3:>10.1f} "
-                      f"{m['rollout_s'] / ref['rollout_s']:>6.2f}x {m['memory_mb']:>11.1f} "
-                      f"{m['memory_mb'] / ref['memory_mb']:>6.2f}x", flush=True)
+    for model in args.models:
+        try:
+            report(model, args)
+        except torch.OutOfMemoryError:
+            print(f"{model:5} out of memory at batch {args.batch}: try --batch "
+                  f"{max(1, args.batch // 2)}", flush=True)
+        gc.collect()
+        if torch.cuda.is_available():
+            torch.cuda.empty_cache()
 
 
 if __name__ == "__main__":

@@ -28,14 +28,12 @@ from __future__ import annotations
 
 import argparse
 import gc
-import importlib.util
 import json
 import statistics
 import sys
 import tempfile
 import time
 import traceback
-import types
 from collections.abc import Callable
 from contextlib import nullcontext
 from pathlib import Path
@@ -49,26 +47,10 @@ TRAIN_BATCH = 32
 TRAIN_EPOCHS = 4
 
 
-def light_rlinf() -> None:
-    """Without Ray, load RLinf's modules without running its package ``__init__`` files."""
-    if importlib.util.find_spec("ray") is not None:
-        return
-    spec = importlib.util.find_spec("rlinf")
-    if spec is None or not spec.submodule_search_locations:
-        raise SystemExit("error: rlinf is not importable; hint: put RLinf's package on "
-                         "PYTHONPATH (bench/README.md lists what a bare GPU machine needs)")
-    root = Path(next(iter(spec.submodule_search_locations)))
-    for name, folder in (("rlinf", root), ("rlinf.models", root / "models"),
-                         ("rlinf.models.embodiment", root / "models" / "embodiment"),
-                         ("rlinf.utils", root / "utils")):
-        if name not in sys.modules:
-            module = types.ModuleType(name)
-            module.__path__ = [str(folder)]
-            sys.modules[name] = module
-
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+from _light_rlinf import light_rlinf  # noqa: E402
 
 light_rlinf()
-sys.path.insert(0, str(Path(__file__).resolve().parent))
 
 from _common import env_obs  # noqa: E402
 from _cost import global_step, gpu_busy, training_batch, without_prefix_reuse  # noqa: E402
