@@ -1,8 +1,11 @@
-"""Dotted-key views of nested configs (``a.b.c``), shared by the schema and resume's diff."""
+"""Dotted-key views of nested configs (``a.b.c``), shared by the schema, resume's diff and the
+checks (which read settings whose bad values are the schema's to report)."""
 
 from __future__ import annotations
 
 from typing import Any
+
+from omegaconf import DictConfig, OmegaConf
 
 
 def flatten(node: Any, prefix: str = "") -> dict[str, Any]:
@@ -13,3 +16,21 @@ def flatten(node: Any, prefix: str = "") -> dict[str, Any]:
     for key, value in node.items():
         out.update(flatten(value, f"{prefix}.{key}" if prefix else str(key)))
     return out
+
+
+def setting(cfg: DictConfig, key: str, default: Any = None) -> Any:
+    """``key``'s value, or ``default`` when absent; an interpolation that does not resolve reads
+    as None (the schema reports it)."""
+    return OmegaConf.select(cfg, key, default=default, throw_on_resolution_failure=False)
+
+
+def integer(cfg: DictConfig, key: str, default: int) -> int:
+    """An integer setting, or ``default`` when it is not one."""
+    value = setting(cfg, key, default)
+    return value if isinstance(value, int) and not isinstance(value, bool) else default
+
+
+def positive(cfg: DictConfig, key: str, default: int = 1) -> int:
+    """A positive integer setting, or ``default`` when it is not one."""
+    value = integer(cfg, key, default)
+    return value if value > 0 else default

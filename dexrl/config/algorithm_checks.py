@@ -7,22 +7,12 @@ Design notes: docs/algorithms.md.
 
 from __future__ import annotations
 
-from typing import Any
-
 from omegaconf import DictConfig, OmegaConf
 
 from dexrl.config.algorithms import is_grouped
 from dexrl.config.modes import run_mode
+from dexrl.dotted import integer, setting
 from dexrl.errors import Finding
-
-
-def _get(cfg: DictConfig, key: str, default: Any = None) -> Any:
-    return OmegaConf.select(cfg, key, default=default, throw_on_resolution_failure=False)
-
-
-def _int(cfg: DictConfig, key: str, default: int) -> int:
-    value = _get(cfg, key, default)
-    return value if isinstance(value, int) and not isinstance(value, bool) else default
 
 
 def check_grpo(cfg: DictConfig, sizes: dict[str, int]) -> list[Finding]:
@@ -30,8 +20,8 @@ def check_grpo(cfg: DictConfig, sizes: dict[str, int]) -> list[Finding]:
     every actor rank), the actor-only loss, no critic to carry, a synchronous runner."""
     if not is_grouped(cfg):
         return []
-    adv = _get(cfg, "algorithm.adv_type")
-    group = _int(cfg, "algorithm.group_size", 1)
+    adv = setting(cfg, "algorithm.adv_type")
+    group = integer(cfg, "algorithm.group_size", 1)
     findings: list[Finding] = []
     if run_mode(cfg) == "async":
         return [Finding("error", "algorithm.adv_type",
@@ -45,7 +35,7 @@ def check_grpo(cfg: DictConfig, sizes: dict[str, int]) -> list[Finding]:
                                 f"{group} leave every episode alone (RLinf asserts > 1)",
                                 "set algorithm.group_size to 2 or more (RLinf's GRPO configs: "
                                 "8); --algo grpo sets it", code="algorithm-group-size"))
-    env_group = _int(cfg, "env.train.group_size", 1)
+    env_group = integer(cfg, "env.train.group_size", 1)
     if group > 1 and env_group != group:
         findings.append(Finding("error", "env.train.group_size",
                                 f"the envs start groups of {env_group} from one initial state but "
@@ -53,7 +43,7 @@ def check_grpo(cfg: DictConfig, sizes: dict[str, int]) -> list[Finding]:
                                 "episodes of different starts",
                                 "set env.train.group_size=${algorithm.group_size} (--algo grpo "
                                 "does)", code="algorithm-env-group-mismatch"))
-    envs = _int(cfg, "env.train.total_num_envs", 0)
+    envs = integer(cfg, "env.train.total_num_envs", 0)
     actors, env_ranks = sizes.get("actor", 0), sizes.get("env", 0)
     # Where the env ranks cannot hold whole groups, the env check says so (env-groups-uneven).
     env_whole = bool(env_ranks) and envs % env_ranks == 0 and (envs // env_ranks) % group == 0
@@ -66,7 +56,7 @@ def check_grpo(cfg: DictConfig, sizes: dict[str, int]) -> list[Finding]:
                                 f"use a multiple of {actors * group} envs",
                                 code="algorithm-groups-split"))
     resets = [k for k in ("auto_reset", "ignore_terminations")
-              if _get(cfg, f"env.train.{k}") is True]
+              if setting(cfg, f"env.train.{k}") is True]
     if resets:
         findings.append(Finding("error", f"env.train.{resets[0]}",
                                 f"adv_type {adv} scores whole episodes, and RLinf marks where "
@@ -75,13 +65,13 @@ def check_grpo(cfg: DictConfig, sizes: dict[str, int]) -> list[Finding]:
                                 "missing loss mask)", "set env.train.auto_reset=false "
                                 "env.train.ignore_terminations=false (the shipped training "
                                 "envs' values)", code="algorithm-grpo-episodes"))
-    loss = _get(cfg, "algorithm.loss_type")
+    loss = setting(cfg, "algorithm.loss_type")
     if loss != "actor":
         findings.append(Finding("error", "algorithm.loss_type",
                                 f"{loss} trains a critic on GAE returns, which adv_type {adv} "
                                 "does not compute", "set algorithm.loss_type=actor",
                                 code="algorithm-grpo-loss"))
-    if _get(cfg, "actor.model.add_value_head") is True:
+    if setting(cfg, "actor.model.add_value_head") is True:
         findings.append(Finding("warning", "actor.model.add_value_head",
                                 f"adv_type {adv} computes no values: the value head is built, "
                                 "synced and saved but never trained",
@@ -92,9 +82,9 @@ def check_grpo(cfg: DictConfig, sizes: dict[str, int]) -> list[Finding]:
 
 def check_reward_filter(cfg: DictConfig) -> list[Finding]:
     """``filter_rewards``: bounds in order, and groups to filter."""
-    if _get(cfg, "algorithm.filter_rewards") is not True:
+    if setting(cfg, "algorithm.filter_rewards") is not True:
         return []
-    low, high = (_get(cfg, f"algorithm.rewards_{end}_bound") for end in ("lower", "upper"))
+    low, high = (setting(cfg, f"algorithm.rewards_{end}_bound") for end in ("lower", "upper"))
     findings: list[Finding] = []
     if isinstance(low, (int, float)) and isinstance(high, (int, float)) and low > high:
         findings.append(Finding("error", "algorithm.rewards_lower_bound",
@@ -102,7 +92,7 @@ def check_reward_filter(cfg: DictConfig) -> list[Finding]:
                                 "be filtered out and nothing trained",
                                 "use a lower bound at or below the upper one",
                                 code="algorithm-filter-bounds"))
-    if _int(cfg, "algorithm.group_size", 1) <= 1:
+    if integer(cfg, "algorithm.group_size", 1) <= 1:
         findings.append(Finding("warning", "algorithm.filter_rewards",
                                 "with group_size 1 every group is one episode: each episode whose "
                                 "return lies outside the bounds is dropped from training",
@@ -115,10 +105,10 @@ def check_reward_filter(cfg: DictConfig) -> list[Finding]:
 def check_noise(cfg: DictConfig) -> list[Finding]:
     """flow_noise's std range and scoring; an entropy bonus that has nothing to act on."""
     findings: list[Finding] = []
-    method = _get(cfg, "actor.model.dexbotic.noise_method")
+    method = setting(cfg, "actor.model.dexbotic.noise_method")
     if method == "flow_noise":
         where = "actor.model.dexbotic.noise_logvar_range"
-        value = _get(cfg, where)
+        value = setting(cfg, where)
         bounds = list(value) if OmegaConf.is_list(value) or isinstance(value, list) else None
         if (bounds is None or len(bounds) != 2
                 or not all(isinstance(b, (int, float)) and not isinstance(b, bool)
@@ -126,14 +116,14 @@ def check_noise(cfg: DictConfig) -> list[Finding]:
             findings.append(Finding("error", where, f"{value} is not a std range [min, max]",
                                     "use two numbers with 0 < min ≤ max (RLinf's default: "
                                     "[0.08, 0.16])", code="policy-setting-out-of-range"))
-        if _get(cfg, "actor.model.joint_logprob") is not True:
+        if setting(cfg, "actor.model.joint_logprob") is not True:
             findings.append(Finding("warning", "actor.model.joint_logprob",
                                     "flow_noise with one scored step: only one random denoising "
                                     "step is noisy, so the noise head learns from one step per "
                                     "call", "set actor.model.joint_logprob=true (--noise "
                                     "flow_noise does), as πRL's Flow-Noise does",
                                     code="policy-flow-noise-one-step"))
-    bonus = _get(cfg, "algorithm.entropy_bonus", 0)
+    bonus = setting(cfg, "algorithm.entropy_bonus", 0)
     if method in ("flow_sde", "flow_cps") and isinstance(bonus, (int, float)) and bonus > 0:
         findings.append(Finding("warning", "algorithm.entropy_bonus",
                                 f"{method}'s noise scale is fixed, so its entropy is a constant: "

@@ -6,6 +6,7 @@ Design notes: docs/algorithms.md.
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from typing import Any
 
 from dexrl.errors import DexrlError
@@ -80,12 +81,14 @@ def algorithm_text(cfg: Any) -> str:
     loss = _select(cfg, "algorithm.loss_type", "actor_critic")
     critic = ("a value head (critic)" if _select(cfg, "actor.model.add_value_head", False)
               else "no value head")
-    group = int(_select(cfg, "algorithm.group_size", 1) or 1)
+    group = _select(cfg, "algorithm.group_size", 1)
     grouping = f", groups of {group} envs on one initial state" if is_grouped(cfg) else ""
     noise = _select(cfg, "actor.model.dexbotic.noise_method", "flow_sde")
     if noise == "flow_noise":
-        low, high = _select(cfg, "actor.model.dexbotic.noise_logvar_range", [0.08, 0.16])
-        noise_text = f"flow_noise (learned std in [{low}, {high}], every step scored)"
+        bounds = _select(cfg, "actor.model.dexbotic.noise_logvar_range", [0.08, 0.16])
+        listed = isinstance(bounds, Sequence) and not isinstance(bounds, str)
+        shown = ", ".join(str(b) for b in bounds) if listed else bounds
+        noise_text = f"flow_noise (learned std in [{shown}], every step scored)"
     else:
         noise_text = f"{noise} (level {_select(cfg, 'actor.model.dexbotic.noise_level', 0.5)})"
     return (f"{algorithm_of(cfg)} (adv_type {adv}, loss_type {loss}, {critic}{grouping}); "
@@ -93,9 +96,11 @@ def algorithm_text(cfg: Any) -> str:
 
 
 def _select(cfg: Any, key: str, default: Any) -> Any:
-    from omegaconf import OmegaConf
+    """``key``'s value, ``default`` when absent, None or an interpolation that does not resolve
+    (the schema reports those)."""
+    from dexrl.dotted import setting
 
-    value = OmegaConf.select(cfg, key, default=default)
+    value = setting(cfg, key, default)
     return default if value is None else value
 
 

@@ -22,6 +22,7 @@ from dexrl.config.algorithm_checks import check_grpo, check_noise, check_reward_
 from dexrl.config.algorithms import is_grouped
 from dexrl.config.modes import run_mode, split_placement
 from dexrl.config.schema import check_values
+from dexrl.dotted import positive, setting
 from dexrl.errors import Finding
 from dexrl.hub.verify import check_checkpoint_dir
 from dexrl.reach.rules import SECTION, check_env
@@ -48,18 +49,6 @@ class Facts:
     suite: str | None = None
     gpus_per_node: int = 8
     cpu_only: bool = False  # the run has no GPU (``--smoke``)
-
-
-def _get(cfg: DictConfig, key: str, default: Any = None) -> Any:
-    # An interpolation that does not resolve reads as None; the schema reports it.
-    return OmegaConf.select(cfg, key, default=default, throw_on_resolution_failure=False)
-
-
-def _count(cfg: DictConfig, key: str, default: int = 1) -> int:
-    """A positive integer setting, or ``default`` when it is not one (the schema reports it)."""
-    value = _get(cfg, key, default)
-    ok = isinstance(value, int) and not isinstance(value, bool) and value > 0
-    return value if ok else default
 
 
 def parse_placement(spec: Any, num_devices: int) -> list[int]:
@@ -89,11 +78,11 @@ def parse_placement(spec: Any, num_devices: int) -> list[int]:
 def placement_world_sizes(cfg: DictConfig, facts: Facts) -> tuple[dict[str, int], list[Finding]]:
     """World size per component from ``cluster.component_placement``, plus grammar findings."""
     findings: list[Finding] = []
-    num_nodes = _count(cfg, "cluster.num_nodes", 0)
+    num_nodes = positive(cfg, "cluster.num_nodes", 0)
     if not num_nodes:
         return {}, []  # the schema reports the value
     total = num_nodes * facts.gpus_per_node
-    placement = _get(cfg, "cluster.component_placement")
+    placement = setting(cfg, "cluster.component_placement")
     if not isinstance(placement, DictConfig) or not len(placement):
         return {}, [Finding("error", "cluster.component_placement", "missing or empty",
                             "e.g. cluster.component_placement='{actor,env,rollout: all}'",
@@ -139,16 +128,16 @@ def check_env_arithmetic(cfg: DictConfig, sizes: dict[str, int]) -> list[Finding
     """RLinf's divisibility rules for env counts, chunks and pipeline stages."""
     findings: list[Finding] = []
     env_ws = sizes.get("env") or 0
-    stages = _count(cfg, "rollout.pipeline_stage_num")
-    chunks = _count(cfg, "actor.model.num_action_chunks")
-    val = _get(cfg, "runner.val_check_interval", -1)
-    eval_on = (isinstance(val, int) and val > 0) or _get(cfg, "runner.only_eval", False) is True
+    stages = positive(cfg, "rollout.pipeline_stage_num")
+    chunks = positive(cfg, "actor.model.num_action_chunks")
+    val = setting(cfg, "runner.val_check_interval", -1)
+    eval_on = (isinstance(val, int) and val > 0) or setting(cfg, "runner.only_eval", False) is True
     for split in ("train", "eval"):
         if split == "eval" and not eval_on:
             continue
         key = f"env.{split}.total_num_envs"
-        n = _count(cfg, key, 0)
-        group = _count(cfg, f"env.{split}.group_size", _count(cfg, "algorithm.group_size"))
+        n = positive(cfg, key, 0)
+        group = positive(cfg, f"env.{split}.group_size", positive(cfg, "algorithm.group_size"))
         if not n:
             continue  # the schema reports the value
         if env_ws and n % env_ws:
@@ -168,7 +157,7 @@ def check_env_arithmetic(cfg: DictConfig, sizes: dict[str, int]) -> list[Finding
                     "error", key, f"{per // stages} envs per stage are not divisible by "
                     f"group_size={group}", f"use a multiple of {env_ws * stages * group} envs",
                     code="env-groups-uneven"))
-        steps = _count(cfg, f"env.{split}.max_steps_per_rollout_epoch")
+        steps = positive(cfg, f"env.{split}.max_steps_per_rollout_epoch")
         if steps % chunks:
             findings.append(Finding(
                 "error", f"env.{split}.max_steps_per_rollout_epoch",
@@ -179,8 +168,8 @@ def check_env_arithmetic(cfg: DictConfig, sizes: dict[str, int]) -> list[Finding
 
 def check_batch_arithmetic(cfg: DictConfig, sizes: dict[str, int]) -> list[Finding]:
     """Global batch must split into micro-batches over every actor rank."""
-    gbs = _count(cfg, "actor.global_batch_size", 0)
-    mbs = _count(cfg, "actor.micro_batch_size", 0)
+    gbs = positive(cfg, "actor.global_batch_size", 0)
+    mbs = positive(cfg, "actor.micro_batch_size", 0)
     ws = sizes.get("actor") or 0
     if ws and gbs and mbs and gbs % (mbs * ws):
         return [Finding("error", "actor.global_batch_size",
@@ -198,8 +187,8 @@ def check_rollout_split(cfg: DictConfig, sizes: dict[str, int]) -> list[Finding]
     rank then asserts that its samples split into global batches of its share.
     """
     actor_ws, env_ws = sizes.get("actor") or 0, sizes.get("env") or 0
-    n = _count(cfg, "env.train.total_num_envs", 0)
-    senders = env_ws * _count(cfg, "rollout.pipeline_stage_num")
+    n = positive(cfg, "env.train.total_num_envs", 0)
+    senders = env_ws * positive(cfg, "rollout.pipeline_stage_num")
     if not (actor_ws and senders and n) or n % senders:
         return []  # the env arithmetic reports an uneven split
     parts = math.lcm(actor_ws, senders) // senders
@@ -208,10 +197,10 @@ def check_rollout_split(cfg: DictConfig, sizes: dict[str, int]) -> list[Finding]
                         f"{n // senders} envs per env process and stage do not split into "
                         f"{parts} equal parts, one per actor rank ({actor_ws} actor ranks)",
                         f"use a multiple of {senders * parts} envs", code="env-actor-split-uneven")]
-    steps = _count(cfg, "env.train.max_steps_per_rollout_epoch")
-    chunks = _count(cfg, "actor.model.num_action_chunks")
-    gbs = _count(cfg, "actor.global_batch_size", 0)
-    calls = steps // chunks * _count(cfg, "env.train.rollout_epoch")
+    steps = positive(cfg, "env.train.max_steps_per_rollout_epoch")
+    chunks = positive(cfg, "actor.model.num_action_chunks")
+    gbs = positive(cfg, "actor.global_batch_size", 0)
+    calls = steps // chunks * positive(cfg, "env.train.rollout_epoch")
     # Async PPO trains on store-sized batches instead; check_mode checks those.
     if gbs and steps % chunks == 0 and run_mode(cfg) != "async" and (calls * n) % gbs:
         return [Finding("error", "actor.global_batch_size",
@@ -226,7 +215,7 @@ def check_pipeline(cfg: DictConfig) -> list[Finding]:
     """The training pipeline (``runner.mode: pipeline``): RLinf's switch on, and GAE, the only
     advantage its env workers compute (rlinf/config.py asserts it at launch)."""
     mode = run_mode(cfg)
-    switch = _get(cfg, "runner.use_training_pipeline") is True
+    switch = setting(cfg, "runner.use_training_pipeline") is True
     findings: list[Finding] = []
     if mode == "pipeline" and not switch:
         findings.append(Finding("error", "runner.use_training_pipeline",
@@ -241,9 +230,9 @@ def check_pipeline(cfg: DictConfig) -> list[Finding]:
                                 "pipeline` (or runner.mode=pipeline), or set "
                                 "runner.use_training_pipeline=false",
                                 code="mode-pipeline-mismatch"))
-    if mode == "pipeline" and _get(cfg, "algorithm.adv_type") != "gae":
+    if mode == "pipeline" and setting(cfg, "algorithm.adv_type") != "gae":
         findings.append(Finding("error", "algorithm.adv_type",
-                                f"{_get(cfg, 'algorithm.adv_type')} in pipeline mode: RLinf's "
+                                f"{setting(cfg, 'algorithm.adv_type')} in pipeline mode: RLinf's "
                                 "training pipeline computes GAE advantages only",
                                 "set algorithm.adv_type=gae, or train in sync or async mode",
                                 code="mode-pipeline-advantage"))
@@ -261,7 +250,7 @@ def check_mode(cfg: DictConfig, sizes: dict[str, int], facts: Facts) -> list[Fin
     if run_mode(cfg) != "async":
         return []
     findings: list[Finding] = []
-    loss = _get(cfg, "algorithm.loss_type")
+    loss = setting(cfg, "algorithm.loss_type")
     # GRPO's own check says why it cannot run async (mode-async-grpo), in its one line.
     if loss != "decoupled_actor_critic" and not is_grouped(cfg):
         findings.append(Finding("error", "algorithm.loss_type",
@@ -269,7 +258,7 @@ def check_mode(cfg: DictConfig, sizes: dict[str, int], facts: Facts) -> list[Fin
                                 "decoupled loss, which corrects the PPO ratio for stale "
                                 "trajectories", "set algorithm.loss_type=decoupled_actor_critic "
                                 "(what `--mode async` sets)", code="mode-async-loss"))
-    if _get(cfg, "algorithm.staleness_threshold") is None:
+    if setting(cfg, "algorithm.staleness_threshold") is None:
         findings.append(Finding("error", "algorithm.staleness_threshold",
                                 "missing or null in async mode: RLinf's actor computes version - "
                                 "staleness_threshold and fails (TypeError) in its receive thread",
@@ -278,22 +267,22 @@ def check_mode(cfg: DictConfig, sizes: dict[str, int], facts: Facts) -> list[Fin
     # AsyncEnvWorker asserts on env.train/env.eval.enable_offload (RLinf 0.3.0 reads no
     # env.enable_offload), AsyncMultiStepRolloutWorker on rollout.enable_offload.
     for key in ("env.train.enable_offload", "env.eval.enable_offload", "rollout.enable_offload"):
-        if _get(cfg, key) is True:
+        if setting(cfg, key) is True:
             findings.append(Finding("error", key, "offload is not supported in async mode (RLinf's "
                                     "async env and rollout workers refuse it): they never pause",
                                     f"set {key}=false", code="mode-async-offload"))
-    if _get(cfg, "rollout.recompute_logprobs") is True:
+    if setting(cfg, "rollout.recompute_logprobs") is True:
         findings.append(Finding("error", "rollout.recompute_logprobs",
                                 "not implemented in async mode (RLinf's AsyncPPOEmbodiedRunner "
                                 "raises NotImplementedError in its first step)",
                                 "set rollout.recompute_logprobs=false",
                                 code="mode-async-recompute-logprobs"))
-    if _get(cfg, "runner.use_training_pipeline") is True:
+    if setting(cfg, "runner.use_training_pipeline") is True:
         findings.append(Finding("error", "runner.use_training_pipeline",
                                 "the training pipeline is another RLinf runner than async PPO; "
                                 "the two do not combine", "set runner.use_training_pipeline=false, "
                                 "or run synchronously", code="mode-async-pipeline"))
-    val = _get(cfg, "runner.val_check_interval", -1)
+    val = setting(cfg, "runner.val_check_interval", -1)
     if isinstance(val, int) and not isinstance(val, bool) and val > 0:
         findings.append(Finding("warning", "runner.val_check_interval",
                                 f"{val}: RLinf's async runner never validates (its eval envs are "
@@ -316,14 +305,14 @@ def _async_batches(cfg: DictConfig, sizes: dict[str, int]) -> list[Finding]:
     stages; RLinf's ``compute_split_num``).
     """
     actor_ws, env_ws = sizes.get("actor") or 0, sizes.get("env") or 0
-    senders = env_ws * _count(cfg, "rollout.pipeline_stage_num")
-    n = _count(cfg, "env.train.total_num_envs", 0)
+    senders = env_ws * positive(cfg, "rollout.pipeline_stage_num")
+    n = positive(cfg, "env.train.total_num_envs", 0)
     if not (actor_ws and senders and n):
         return []
     findings: list[Finding] = []
     parts = math.lcm(actor_ws, senders)
     per_round = parts // actor_ws
-    store = _count(cfg, "algorithm.rollout_store_size_per_rank")  # RLinf's default is 1 too
+    store = positive(cfg, "algorithm.rollout_store_size_per_rank")  # RLinf's default is 1 too
     if store < per_round:
         findings.append(Finding(
             "warning", "algorithm.rollout_store_size_per_rank",
@@ -333,12 +322,12 @@ def _async_batches(cfg: DictConfig, sizes: dict[str, int]) -> list[Finding]:
             "rollout/discarded_unused_trajs)",
             f"set algorithm.rollout_store_size_per_rank={per_round} (or a multiple)",
             code="mode-async-store-small"))
-    steps = _count(cfg, "env.train.max_steps_per_rollout_epoch")
-    chunks = _count(cfg, "actor.model.num_action_chunks")
-    gbs = _count(cfg, "actor.global_batch_size", 0)
+    steps = positive(cfg, "env.train.max_steps_per_rollout_epoch")
+    chunks = positive(cfg, "actor.model.num_action_chunks")
+    gbs = positive(cfg, "actor.global_batch_size", 0)
     if n % parts or steps % chunks or not gbs or gbs % actor_ws:
         return findings  # the env and batch arithmetic report these
-    per_traj = steps // chunks * _count(cfg, "env.train.rollout_epoch") * (n // parts)
+    per_traj = steps // chunks * positive(cfg, "env.train.rollout_epoch") * (n // parts)
     batch = gbs // actor_ws
     if (store * per_traj) % batch:
         findings.append(Finding(
@@ -354,8 +343,8 @@ def _async_batches(cfg: DictConfig, sizes: dict[str, int]) -> list[Finding]:
 
 def _async_collocated(cfg: DictConfig, facts: Facts) -> list[Finding]:
     """Async PPO on GPUs the actor shares with the rollout or env has little to overlap."""
-    total = _count(cfg, "cluster.num_nodes", 0) * facts.gpus_per_node
-    placement = _get(cfg, "cluster.component_placement")
+    total = positive(cfg, "cluster.num_nodes", 0) * facts.gpus_per_node
+    placement = setting(cfg, "cluster.component_placement")
     if not total or not isinstance(placement, DictConfig):
         return []  # placement_world_sizes reports it
     devices: dict[str, set[int]] = {}
@@ -387,17 +376,17 @@ def _async_collocated(cfg: DictConfig, facts: Facts) -> list[Finding]:
 def check_algorithm(cfg: DictConfig) -> list[Finding]:
     """PPO actor-critic needs a value head; a setting RLinf's embodied actor ignores is named."""
     findings: list[Finding] = []
-    loss = _get(cfg, "algorithm.loss_type")
+    loss = setting(cfg, "algorithm.loss_type")
     # GRPO's own checks name a critic loss (algorithm-grpo-loss, mode-async-grpo).
-    if loss in ("actor_critic", "decoupled_actor_critic") and not is_grouped(cfg) and not _get(
+    if loss in ("actor_critic", "decoupled_actor_critic") and not is_grouped(cfg) and not setting(
             cfg, "actor.model.add_value_head", False):
         findings.append(Finding("error", "actor.model.add_value_head",
                                 f"algorithm.loss_type={loss} needs a value head",
                                 "set actor.model.add_value_head=True",
                                 code="algorithm-value-head-missing"))
-    if (_get(cfg, "algorithm.normalize_advantages", True) is False
-            and _get(cfg, "algorithm.adv_type") == "gae"
-            and not _get(cfg, "runner.use_training_pipeline", False)):
+    if (setting(cfg, "algorithm.normalize_advantages", True) is False
+            and setting(cfg, "algorithm.adv_type") == "gae"
+            and not setting(cfg, "runner.use_training_pipeline", False)):
         findings.append(Finding(
             "warning", "algorithm.normalize_advantages",
             "false has no effect: RLinf 0.3.0's embodied actor always normalizes GAE advantages "
@@ -409,17 +398,17 @@ def check_algorithm(cfg: DictConfig) -> list[Finding]:
 def check_runner(cfg: DictConfig) -> list[Finding]:
     """Checkpoint cadence against the run length and the validation cadence."""
     findings: list[Finding] = []
-    max_steps = _count(cfg, "runner.max_steps", 0)
-    save = _count(cfg, "runner.save_interval", 0)
-    val = _count(cfg, "runner.val_check_interval", 0)
+    max_steps = positive(cfg, "runner.max_steps", 0)
+    save = positive(cfg, "runner.save_interval", 0)
+    val = positive(cfg, "runner.val_check_interval", 0)
     if max_steps and save > max_steps:
         findings.append(Finding("warning", "runner.save_interval",
                                 f"{save} exceeds runner.max_steps={max_steps}: only the final "
                                 "step is checkpointed, so a crash loses the whole run",
                                 f"use a value ≤ {max_steps}", code="runner-save-after-end"))
-    steps = _get(cfg, "runner.max_steps")
+    steps = setting(cfg, "runner.max_steps")
     if isinstance(steps, int) and not isinstance(steps, bool) and steps < 0:
-        epochs = _get(cfg, "runner.max_epochs")
+        epochs = setting(cfg, "runner.max_epochs")
         findings.append(Finding("warning", "runner.max_steps",
                                 f"{steps} is negative: RLinf runs runner.max_epochs = {epochs} "
                                 "steps", "set runner.max_steps to the number of steps to run "
@@ -436,7 +425,7 @@ def check_runner(cfg: DictConfig) -> list[Finding]:
 def check_model(cfg: DictConfig, facts: Facts) -> list[Finding]:
     """Model type, paths, train/eval consistency, and the checkpoint when it exists."""
     findings: list[Finding] = []
-    model_type = _get(cfg, "actor.model.model_type")
+    model_type = setting(cfg, "actor.model.model_type")
     known = {p.model_type for p in policies().values()}
     if model_type not in known:
         from dexrl.plugins import discover
@@ -448,17 +437,17 @@ def check_model(cfg: DictConfig, facts: Facts) -> list[Finding]:
                                 f"'{model_type}' is not a dexrl policy",
                                 f"use one of {', '.join(sorted(known))}",
                                 code="config-model-type-unknown"))
-    actor_path = _get(cfg, "actor.model.model_path")
-    rollout_path = _get(cfg, "rollout.model.model_path")
+    actor_path = setting(cfg, "actor.model.model_path")
+    rollout_path = setting(cfg, "rollout.model.model_path")
     if actor_path != rollout_path:
         findings.append(Finding("error", "rollout.model.model_path",
                                 f"differs from actor.model.model_path ({rollout_path!r} vs "
                                 f"{actor_path!r})", "set actor.model.model_path only; the "
                                 "rollout follows it", code="config-copy-differs"))
     for source, copies in _MIRRORED_KEYS.items():
-        value = _get(cfg, source)
+        value = setting(cfg, source)
         for key in copies:
-            other = _get(cfg, key)
+            other = setting(cfg, key)
             if other is not None and other != value:
                 findings.append(Finding("error", key, f"{other} differs from {source}={value}",
                                         f"set {source} only", code="config-copy-differs"))
@@ -467,7 +456,7 @@ def check_model(cfg: DictConfig, facts: Facts) -> list[Finding]:
         # standalone one, whatever the training config says (docs/configs.md).
         horizon, shipped = SUITES[facts.suite].horizon, SUITES[facts.suite].shipped_horizon
         for split in ("train", "eval"):
-            mes = _get(cfg, f"env.{split}.max_episode_steps")
+            mes = setting(cfg, f"env.{split}.max_episode_steps")
             if isinstance(mes, int) and mes not in (horizon, shipped):
                 also = f" and from the shipped configs' {shipped}" if shipped else ""
                 findings.append(Finding(
@@ -491,14 +480,14 @@ def check_model(cfg: DictConfig, facts: Facts) -> list[Finding]:
 def check_dexbotic(cfg: DictConfig) -> list[Finding]:
     """dexrl's ``actor.model.dexbotic`` keys, then the model's own checks (its spec's hook)."""
     findings: list[Finding] = []
-    level = _get(cfg, "actor.model.dexbotic.noise_level")
-    if _get(cfg, "actor.model.dexbotic.noise_method") == "flow_cps" and isinstance(
+    level = setting(cfg, "actor.model.dexbotic.noise_level")
+    if setting(cfg, "actor.model.dexbotic.noise_method") == "flow_cps" and isinstance(
             level, (int, float)) and level > 1:
         findings.append(Finding("error", "actor.model.dexbotic.noise_level",
                                 f"{level} exceeds 1, the largest flow_cps noise level (an angle "
                                 "fraction)", "use a value in [0, 1] with flow_cps",
                                 code="policy-setting-out-of-range"))
-    model_type = _get(cfg, "actor.model.model_type")
+    model_type = setting(cfg, "actor.model.model_type")
     policy = policy_for(model_type) if isinstance(model_type, str) else None
     if policy is not None and policy.model.check_config is not None:
         findings += load_reference(policy.model.check_config)(cfg)
@@ -508,15 +497,15 @@ def check_dexbotic(cfg: DictConfig) -> list[Finding]:
 def check_rollout_speed(cfg: DictConfig, facts: Facts) -> list[Finding]:
     """RLinf's rollout compile and CUDA-graph keys, where they cannot work."""
     findings: list[Finding] = []
-    graphs = _get(cfg, "rollout.enable_cuda_graph") is True
-    mode = _get(cfg, "rollout.torch_compile_mode", "max-autotune-no-cudagraphs")
+    graphs = setting(cfg, "rollout.enable_cuda_graph") is True
+    mode = setting(cfg, "rollout.torch_compile_mode", "max-autotune-no-cudagraphs")
     if graphs and facts.cpu_only:
         findings.append(Finding("error", "rollout.enable_cuda_graph",
                                 "CUDA graphs need a GPU and this run has none",
                                 "set rollout.enable_cuda_graph=false (rollout."
                                 "enable_torch_compile works on a CPU)",
                                 code="policy-cuda-graph-no-gpu"))
-    if graphs and _get(cfg, "rollout.enable_torch_compile") is True and mode in (
+    if graphs and setting(cfg, "rollout.enable_torch_compile") is True and mode in (
             "reduce-overhead", "max-autotune"):
         findings.append(Finding("error", "rollout.torch_compile_mode",
                                 f"{mode} records CUDA graphs itself, which cannot run inside "
@@ -524,7 +513,7 @@ def check_rollout_speed(cfg: DictConfig, facts: Facts) -> list[Finding]:
                                 "set rollout.torch_compile_mode=max-autotune-no-cudagraphs (or "
                                 "default) with rollout.enable_cuda_graph",
                                 code="policy-compile-mode-graphs"))
-    if graphs and _get(cfg, "rollout.enable_offload") is True:
+    if graphs and setting(cfg, "rollout.enable_offload") is True:
         findings.append(Finding("warning", "rollout.enable_cuda_graph",
                                 "with rollout.enable_offload the graphs are released before "
                                 "every offload and captured again after every reload: a "
@@ -539,7 +528,7 @@ def check_tasks(cfg: DictConfig) -> list[Finding]:
     """The settings of dexrl's cued reach task, in each env config that runs it."""
     findings: list[Finding] = []
     for split in ("train", "eval"):
-        if _get(cfg, f"env.{split}.dexrl_env") != SECTION:
+        if setting(cfg, f"env.{split}.dexrl_env") != SECTION:
             continue
         env = cfg.env[split]
         findings += check_env(*(OmegaConf.to_container(env.get(key) or {}, resolve=True)

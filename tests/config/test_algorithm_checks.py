@@ -170,3 +170,18 @@ def test_the_dry_run_memory_counts_flow_noises_scored_passes() -> None:
     assert noise.memory_gb_per_gpu[gpu] > ppo.memory_gb_per_gpu[gpu]
     _, grpo = plan(*_grpo(SPATIAL))
     assert grpo.memory_gb_per_gpu == ppo.memory_gb_per_gpu  # a 1,025-parameter head
+
+
+def test_the_algorithm_words_survive_wrong_values() -> None:
+    """What the schema reports must not crash the words first (``${nope}``, a string range)."""
+    from omegaconf import OmegaConf
+
+    cfg = OmegaConf.create({
+        "algorithm": {"adv_type": "${nope}", "group_size": "x"},
+        "actor": {"model": {"dexbotic": {"noise_method": "flow_noise",
+                                         "noise_logvar_range": "abc"}}},
+    })
+    assert algorithm_of(cfg) == "ppo"
+    assert "learned std in [abc]" in algorithm_text(cfg)
+    cfg.actor.model.dexbotic.noise_logvar_range = [0.2, 1.0]
+    assert "learned std in [0.2, 1.0]" in algorithm_text(cfg)

@@ -2,23 +2,18 @@
 
 from __future__ import annotations
 
-from typing import Any
+from omegaconf import DictConfig
 
-from omegaconf import DictConfig, OmegaConf
-
+from dexrl.dotted import setting
 from dexrl.errors import Finding
 
 DM0_DOCUMENTED_CHUNKS = 10
 
 
-def _get(cfg: DictConfig, key: str, default: Any = None) -> Any:
-    return OmegaConf.select(cfg, key, default=default, throw_on_resolution_failure=False)
-
-
 def check_dm0_settings(cfg: DictConfig) -> list[Finding]:
     """What is known about DM0's settings (DM0's ``ModelSpec.check_config``)."""
     findings: list[Finding] = []
-    chunks = _get(cfg, "actor.model.num_action_chunks")
+    chunks = setting(cfg, "actor.model.num_action_chunks")
     if chunks != DM0_DOCUMENTED_CHUNKS:
         findings.append(Finding(
             "warning", "actor.model.num_action_chunks",
@@ -28,8 +23,8 @@ def check_dm0_settings(cfg: DictConfig) -> list[Finding]:
             f"keep it to reproduce RLinf's DM0 PPO recipe, or set "
             f"actor.model.num_action_chunks={DM0_DOCUMENTED_CHUNKS} to act as DM0 is evaluated "
             "(env max steps must stay divisible by it)", code="dm0-chunks-undocumented"))
-    precision = str(_get(cfg, "actor.model.precision"))
-    if precision in ("bf16", "bfloat16") and not _get(
+    precision = str(setting(cfg, "actor.model.precision"))
+    if precision in ("bf16", "bfloat16") and not setting(
             cfg, "actor.model.dexbotic.train_expert_only", True):
         findings.append(Finding(
             "error", "actor.model.dexbotic.train_expert_only",
