@@ -41,7 +41,7 @@ def test_builtin_task_configs_keep_the_ppo_settings_of_libero_spatial(name: str)
         assert mine.pop("train_expert_only") is False and theirs.pop("train_expert_only")
     if name.startswith("reach_cued"):  # a random policy explores more to find the cues
         assert mine.pop("noise_level") == 1.5 and theirs.pop("noise_level") == 0.5
-        assert mine.pop("noise_logvar_range") == ([0.5, 1.5] if "pi0" in name else [0.2, 1.0])
+        assert mine.pop("noise_logvar_range") == [0.5, 1.5]
         assert theirs.pop("noise_logvar_range") == [0.08, 0.16]
     if model == "dexbotic_dm0":  # the task's short prompts
         assert mine.pop("model_max_length") == 48 and theirs.pop("model_max_length") == 200

@@ -100,7 +100,7 @@ def test_ppo_teaches_the_policy_to_read_its_context_and_a_control_does_not(
 #   π0 GRPO                          +0.166  +0.158  +0.261   control -0.038, inputs cut ≤ -0.014
 #   π0 PPO + flow_noise [0.2, 0.6]   +0.288  +0.191  +0.187   control -0.038, inputs cut ≤ -0.030
 #   DM0 GRPO                         +0.379  +0.371  +0.386   control -0.009, inputs cut ≤ -0.009
-#   DM0 PPO + flow_noise [0.2, 0.6]  +0.368  (seed 0 only)    control -0.009, inputs cut -0.014
+#   DM0 PPO + flow_noise [0.2, 0.6]  +0.368  +0.360  +0.380   control -0.009, inputs cut -0.014 (s0)
 #
 # (controls and cut inputs: every seed measured). MARGIN lies below every training run here too.
 # RLinf's default noise range [0.08, 0.16] (for fine-tuning a trained policy) explores too little
