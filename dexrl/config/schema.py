@@ -341,6 +341,9 @@ SCHEMA: tuple[Key, ...] = (
        choices=("sync", "async", "pipeline")),
     _k("runner.use_training_pipeline", _BOOL, "RLinf's training pipeline (GAE only); dexrl's "
        "`--mode pipeline` sets it with runner.mode: pipeline."),
+    _k("runner.overlap_env_bootstrap", _BOOL, "RLinf: reset the envs for the next global "
+       "step's first rollout epoch while the actor trains (sync and pipeline runners; ignored "
+       "with env offload). Absent: false; conf/fast_paths/gpu.yaml sets it."),
     _k("runner.resume_dir", "str|null", "Checkpoint RLinf resumes from (dexrl resume sets it)."),
     _k("runner.ckpt_path", "str|null", "Weights RLinf loads into the actor at start."),
     _k("runner.eval_policy_path", "str|null", "Weights RLinf evaluates with runner.only_eval."),

@@ -21,7 +21,8 @@ from dexrl.config.schema import (
 )
 from dexrl.dotted import flatten
 
-VARIANTS = ([], ["+smoke=cpu"], ["+mode=async"], ["+mode=pipeline"])  # the smoke overlay also
+VARIANTS = ([], ["+smoke=cpu"], ["+mode=async"], ["+mode=pipeline"], ["+fast_paths=gpu"],
+            ["+fast_paths=off"])  # the smoke overlay also
 # selects weight_syncer=bucket_syncer
 
 
