@@ -87,7 +87,7 @@ def _gl_works(backend: str) -> bool:
 
 
 WORKER_ENV_KEYS = ("RLINF_EXT_MODULE", "MUJOCO_GL", "PYOPENGL_PLATFORM", "LIBERO_CONFIG_PATH",
-                   "TOKENIZERS_PARALLELISM")
+                   "TOKENIZERS_PARALLELISM", "TORCHINDUCTOR_CACHE_DIR")
 
 
 def worker_env(*, probe_gl: bool, ext_module: str = EXT_MODULE) -> dict[str, str]:
@@ -100,10 +100,33 @@ def worker_env(*, probe_gl: bool, ext_module: str = EXT_MODULE) -> dict[str, str
     from dexrl.hub.libero_assets import libero_config_dir
 
     gl = gl_backend(probe=probe_gl)
-    defaults = (ext_module, gl, gl, str(libero_config_dir()), "false")
+    defaults = (ext_module, gl, gl, str(libero_config_dir()), "false", str(compile_cache_dir()))
     env = {k: os.environ.get(k) or v for k, v in zip(WORKER_ENV_KEYS, defaults, strict=True)}
     env["RLINF_EXT_MODULE"] = ext_module  # the caller's choice, never a stale value
+    if env["TORCHINDUCTOR_CACHE_DIR"] == _torch_default_cache_dir():
+        env["TORCHINDUCTOR_CACHE_DIR"] = defaults[-1]  # torch's own pick, not the user's
     return env
+
+
+def compile_cache_dir() -> Path:
+    """Where the rollout's compiled code is kept between starts and resumes (torch inductor's
+    cache: graphs, kernels, autotuning): ``<dexrl home>/compile-cache``. torch's default is a
+    folder in /tmp, which a reboot or a cluster's job clean-up empties; with it gone every start
+    compiles again (1-3 minutes per batch size at real size)."""
+    from dexrl.hub.home import dexrl_home
+
+    return dexrl_home() / "compile-cache"
+
+
+def _torch_default_cache_dir() -> str | None:
+    """The folder torch picks when ``TORCHINDUCTOR_CACHE_DIR`` is unset (torch writes it into the
+    environment once it compiles or reads the cache), so that its pick is not taken for the
+    user's."""
+    try:
+        from torch._inductor.runtime.cache_dir_utils import default_cache_dir
+    except ImportError:
+        return None
+    return os.path.abspath(default_cache_dir())
 
 
 def _prepare(cfg: DictConfig, *, smoke: bool, ext_module: str) -> dict[str, str]:

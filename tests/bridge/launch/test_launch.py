@@ -234,6 +234,23 @@ def test_only_configs_that_render_probe_opengl(monkeypatch: pytest.MonkeyPatch) 
     assert probes == ["egl"]
 
 
+def test_workers_keep_compiled_code_in_dexrls_home_unless_the_user_chose_a_folder(
+        monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
+    """torch's own pick is a folder in /tmp (emptied by reboots and job clean-ups); dexrl's
+    lives beside its downloads, so a resume or a new run starts without compiling again."""
+    from torch._inductor.runtime.cache_dir_utils import default_cache_dir
+
+    monkeypatch.setenv("MUJOCO_GL", "egl")
+    monkeypatch.setenv("DEXRL_HOME", str(tmp_path / "home"))
+    monkeypatch.delenv("TORCHINDUCTOR_CACHE_DIR", raising=False)
+    ours = str(tmp_path / "home" / "compile-cache")
+    assert launch.worker_env(probe_gl=False)["TORCHINDUCTOR_CACHE_DIR"] == ours
+    monkeypatch.setenv("TORCHINDUCTOR_CACHE_DIR", os.path.abspath(default_cache_dir()))
+    assert launch.worker_env(probe_gl=False)["TORCHINDUCTOR_CACHE_DIR"] == ours
+    monkeypatch.setenv("TORCHINDUCTOR_CACHE_DIR", str(tmp_path / "mine"))
+    assert launch.worker_env(probe_gl=False)["TORCHINDUCTOR_CACHE_DIR"] == str(tmp_path / "mine")
+
+
 def test_prepare_rejects_a_model_type_nobody_registers(monkeypatch: pytest.MonkeyPatch) -> None:
     for var in launch.WORKER_ENV_KEYS:
         monkeypatch.delenv(var, raising=False)  # _prepare sets them; monkeypatch restores them
