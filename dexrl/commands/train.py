@@ -106,23 +106,32 @@ def show_plan(new: NewRun, *, as_json: bool = False) -> None:
     from dexrl.console import console, print_json
     from dexrl.runs.owned_keys import render_settings
     from dexrl.runs.resume_rules import planned_steps
+    from dexrl.training.forecast import (
+        device_kind,
+        forecast_record,
+        make_forecast,
+        render_forecast,
+    )
     from dexrl.training.plan import plan_record, render_plan
 
     result, findings, per_node = new.result, new.findings, new.per_node
     target, settings = new.target, new.settings
     refuse_on_errors(result.name, findings)
     plan = launch_plan(new)
+    device, read_here = device_kind(new.smoke)
+    forecast = make_forecast(result.cfg, plan, device)
     command = [a for a in sys.argv if a not in ("--dry-run", "--json")]
     if as_json:
         print_json(PLAN_SCHEMA, config_name=result.name, gpus_per_node=per_node,
                    smoke=new.smoke, global_steps=planned_steps(result.cfg),
                    plan=plan_record(plan, per_node),
+                   forecast=forecast_record(forecast, device, read_here),
                    findings=[f.document() for f in findings], run_dir=target,
                    run_folder_settings=settings, launch_command=command)
         return
     out = console()
     out.print(f"Plan for {result.name} ({per_node} GPU(s) per node assumed):", markup=False)
-    for line in render_plan(plan, per_node):
+    for line in render_plan(plan, per_node) + render_forecast(forecast, device, read_here):
         out.print(line, markup=False)
     for f in findings:
         out.print(f"warning: {f.render()}", markup=False)

@@ -45,6 +45,7 @@ class Plan:
     trainable: float = 0.0
     checkpoint_gb: float = 0.0
     saves: int = 0
+    save_interval: int = 0  # runner.save_interval (0 or less: no checkpoints)
     memory_gb_per_gpu: dict[int, float] = field(default_factory=dict)
     prefix_cache: PrefixCachePlan | None = None
     attention: str = "eager"
@@ -172,7 +173,7 @@ def make_plan(cfg: DictConfig, facts: Facts, ckpt_dir: Path | None = None) -> Pl
     # full_weights.pt (fp32) + the distributed checkpoint: fp32 params, Adam moments of trainables
     plan.checkpoint_gb = (4 * plan.params + 4 * plan.params + 8 * plan.trainable) / GB
     max_steps = plan.global_steps  # a negative runner.max_steps runs max_epochs steps
-    save = int(_sel(cfg, "runner.save_interval", 0))
+    save = plan.save_interval = int(_sel(cfg, "runner.save_interval", 0))
     plan.saves = (max_steps // save if save > 0 else 0) + (1 if save > 0 and max_steps % save
                                                            else 0)
     precision = str(_sel(cfg, "actor.model.precision", "bf16"))

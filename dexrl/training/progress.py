@@ -5,13 +5,16 @@ from __future__ import annotations
 import re
 import statistics
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from rich.console import Console
 
 from dexrl.curves import time_split
 from dexrl.errors import DexrlError, disk_full
 from dexrl.runs.divergence import step_health
+
+if TYPE_CHECKING:
+    from dexrl.training.forecast import Forecast
 
 # Labels of RLinf's per-step metrics shown after the step line.
 _METRICS = (
@@ -52,13 +55,16 @@ def _clock(seconds: float) -> str:
 class ProgressPrinter:
     """Turns bridge progress events into one line per global step, with an ETA.
 
-    The ETA is the median of the step times measured in this process times the steps left.
-    With ``run_dir``, each checkpoint also redraws ``RUN_DIR/curves.png`` (:meth:`curves`).
+    The ETA is the median of the step times measured in this process times the steps left; before
+    the first step, the ``forecast`` (:mod:`dexrl.training.forecast`) says what to expect. With
+    ``run_dir``, each checkpoint also redraws ``RUN_DIR/curves.png`` (:meth:`curves`).
     """
 
-    def __init__(self, console: Console | None = None, run_dir: Path | None = None) -> None:
+    def __init__(self, console: Console | None = None, run_dir: Path | None = None,
+                 forecast: Forecast | None = None) -> None:
         self.console = console or Console(highlight=False, soft_wrap=True)
         self.run_dir = run_dir
+        self.forecast = forecast
         self.step_times: list[float] = []
         self._last: float | None = None
         self._curves_failed = False
@@ -69,8 +75,17 @@ class ProgressPrinter:
         """Render one ``dexrl.bridge.launch.supervisor.Progress`` event."""
         if event.kind == "ready":
             self._last = event.elapsed_s
+            expected = ""
+            if self.forecast is not None:
+                from dexrl.training.forecast import duration
+
+                left = (self.forecast.first_extra_s + self.forecast.saves_s
+                        + (event.total - event.step) * self.forecast.step_s)
+                expected = (f" (forecast: ≈{duration(self.forecast.step_s)} a step, "
+                            f"≈{duration(left)} to go)")
             self.console.print(f"workers ready after {event.elapsed_s:.0f} s; "
-                               f"starting at step {event.step + 1} of {event.total}", markup=False)
+                               f"starting at step {event.step + 1} of {event.total}{expected}",
+                               markup=False)
             return
         if event.kind == "checkpoint":
             self.console.print(f"  checkpoint {event.checkpoint}", markup=False)

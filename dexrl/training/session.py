@@ -26,6 +26,7 @@ if TYPE_CHECKING:
 
     from dexrl.config.validate import Validated
     from dexrl.runs.checkpoints import Checkpoint
+    from dexrl.training.forecast import Forecast
     from dexrl.training.plan import Plan
 
 
@@ -140,7 +141,7 @@ def run(ready: Ready) -> int:
     from dexrl.bridge.launch import driver as bridge
     from dexrl.training.progress import ProgressPrinter
 
-    printer = ProgressPrinter(run_dir=ready.run_dir)
+    printer = ProgressPrinter(run_dir=ready.run_dir, forecast=_forecast_of(ready))
     options = ready.options
     try:
         code = bridge.launch(ready.cfg, ready.run_dir, total=ready.total,
@@ -196,6 +197,19 @@ def with_plan_facts(exc: DexrlError, ready: Ready) -> DexrlError:
     exc.message = f"{exc.message}; {fact}"
     exc.args = (exc.message,)
     return exc
+
+
+def _forecast_of(ready: Ready) -> Forecast | None:
+    """The run's forecast from where it starts (:mod:`dexrl.training.forecast`), None when
+    there is none for it."""
+    from dexrl.training.forecast import device_kind, make_forecast
+
+    plan = _plan_of(ready)
+    if plan is None:
+        return None
+    start = ready.resume_from.step if ready.resume_from is not None else 0
+    forecast = make_forecast(ready.cfg, plan, device_kind(ready.smoke)[0], from_step=start)
+    return None if isinstance(forecast, str) else forecast
 
 
 def _per_node(ready: Ready) -> int:

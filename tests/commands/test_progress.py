@@ -33,6 +33,18 @@ def test_eta_uses_the_median_step_time_and_metrics_are_shown() -> None:
     assert lines[3].endswith("time rollout=20.0s training=9.5s")
 
 
+def test_the_ready_line_says_what_the_forecast_expects_until_steps_are_measured() -> None:
+    forecast = SimpleNamespace(step_s=240.0, first_extra_s=20.0, saves_s=40.0)
+    buf = io.StringIO()
+    printer = ProgressPrinter(Console(file=buf, width=300), forecast=forecast)
+    printer(event("ready", 2, 70.0))  # a resume at step 2 of 10: 8 steps left
+    printer(event("step", 3, 370.0))
+    lines = buf.getvalue().splitlines()
+    assert lines[0] == ("workers ready after 70 s; starting at step 3 of 10 (forecast: ≈4.0 min "
+                        "a step, ≈33.0 min to go)")  # 20 s + 40 s + 8 × 240 s
+    assert "300.0s/step  ETA 35:00" in lines[1]  # measured from here on: 7 × 300 s
+
+
 def test_skipped_updates_and_unmarked_checkpoints_are_shown() -> None:
     buf = io.StringIO()
     printer = ProgressPrinter(Console(file=buf, width=300))
