@@ -49,10 +49,11 @@ from dexrl.models.dm0.config import PROJECTOR_TYPE, VISION_TOWER, Dm0Config
 from dexrl.models.dm0.loader import keeps_float32
 from dexrl.models.dm0.network import Dm0Network, Dm0RMSNorm
 from dexrl.models.dm0.policy import Dm0Policy
-from dexrl.models.dm0.tiny import write_qwen_tokenizer, write_tiny_dm0
+from dexrl.models.dm0.tiny import FOREIGN_PROCESSOR_PATH, write_qwen_tokenizer, write_tiny_dm0
 from dexrl.models.dm0.tokenization import Dm0PromptTokenizer
 from dexrl.models.dm0.vision import LayerScale, PeVisionConfig
 from dexrl.models.images import ImagePreprocessor
+from dexrl.models.pi0.tiny import dexbotic_config
 from dexrl.models.tiny_files import write_norm_stats
 from dexrl.models.transforms import NormStats
 
@@ -61,20 +62,29 @@ LAYER_SCALE_INIT = 0.1  # PE's LayerScale initial value
 
 
 # ---------------------------------------------------------------- models
-def real_dm0_config() -> Dm0Config:
-    """DM0 at the assumed real sizes (see the module docstring)."""
+def real_dm0_raw() -> dict[str, Any]:
+    """The ``config.json`` of a DM0 at the assumed real sizes (see the module docstring), in
+    Dexbotic's layout (no ``vision_config``: the loader's default tower, PE-Lang-L/14 @ 728)."""
     def qwen3(hidden: int, mlp: int) -> dict[str, Any]:
-        return CONFIG_MAPPING["qwen3"](
+        tower = CONFIG_MAPPING["qwen3"](
             vocab_size=151936, hidden_size=hidden, intermediate_size=mlp, num_hidden_layers=28,
             num_attention_heads=16, num_key_value_heads=8, head_dim=128, rope_theta=1e6,
             tie_word_embeddings=False,
         ).to_dict()
+        tower.pop("dtype", None)
+        return {**tower, "torch_dtype": "bfloat16"}
 
-    return Dm0Config.from_dict({
-        "model_type": "dexbotic_dm0", "llm_config": qwen3(2048, 6144),
-        "action_config": qwen3(1024, 3072), "mm_vision_tower": VISION_TOWER,
+    return dexbotic_config("dexbotic_dm0", "DM0ForCausalLM", qwen3(2048, 6144),
+                           qwen3(1024, 3072), {
+        "processor_config": FOREIGN_PROCESSOR_PATH, "mm_vision_tower": VISION_TOWER,
         "mm_projector_type": PROJECTOR_TYPE, "action_dim": 32, "chunk_size": 50,
-    }, source="bench: assumed real DM0 sizes")
+        "bf16": True, "chat_template": "step", "init_llm_weights": False,
+        "torch_dtype": "bfloat16", "use_cache": False})
+
+
+def real_dm0_config() -> Dm0Config:
+    """DM0 at the assumed real sizes (:func:`real_dm0_raw`)."""
+    return Dm0Config.from_dict(real_dm0_raw(), source="bench: assumed real DM0 sizes")
 
 
 def random_policy(
