@@ -20,6 +20,7 @@ class Calibration:
     Attributes:
         device: Matched in the GPU's name (``H100``), or ``cpu``.
         model_type: The policy (``dexbotic_pi0``).
+        env: The env it stepped: RLinf's ``env_type`` (``libero``), or a dexrl task's name.
         size: ``real`` or ``tiny`` (``--smoke``'s random checkpoints).
         measured: When.
         basis: What measured it, in one line.
@@ -40,6 +41,7 @@ class Calibration:
 
     device: str
     model_type: str
+    env: str
     size: str
     measured: str
     basis: str
@@ -66,7 +68,7 @@ _H100_PARTS = ("parts measured apart on H100s, not yet a whole step "
 
 CALIBRATIONS: tuple[Calibration, ...] = (
     Calibration(
-        device="H100", model_type="dexbotic_pi0", size="real", measured="2026-11",
+        device="H100", model_type="dexbotic_pi0", env="libero", size="real", measured="2026-11",
         basis=_H100_PARTS, env_step_s=_H100_ENV, reset_s=4.0,
         # docs/performance.md: eager 177–226 ms at batches 1 and 8 over three sessions (median
         # 193), 724 ms at 64; compiled+graphed 29–37 ms at 1, 77–79 ms at 8.
@@ -80,7 +82,7 @@ CALIBRATIONS: tuple[Calibration, ...] = (
         sync_s=0.5, startup_s=70.0, first_step_extra_s=20.0, compile_s=120.0,
         save_gb_per_s=1.0),
     Calibration(
-        device="H100", model_type="dexbotic_dm0", size="real", measured="2026-11",
+        device="H100", model_type="dexbotic_dm0", env="libero", size="real", measured="2026-11",
         basis=_H100_PARTS + "; DM0's weight sync and start-up taken as π0's",
         env_step_s=_H100_ENV, reset_s=4.0,
         # docs/performance.md: eager 205–368 ms at 1 (two sessions), 417–424 at 8, 2.06–2.26 s
@@ -99,13 +101,13 @@ CALIBRATIONS: tuple[Calibration, ...] = (
     # numba, OpenCV, scipy and the bundles of bench/gpu_bundle.py; 2 envs, episodes of 10 steps,
     # 1 and 2 rollout epochs. Compilation: the CPU reach run's first rollout (docs/performance.md).
     Calibration(
-        device="cpu", model_type="dexbotic_pi0", size="tiny", measured="2026-11-27",
+        device="cpu", model_type="dexbotic_pi0", env="libero", size="tiny", measured="2026-11-27",
         basis="bench/libero_run.py --cpu, whole runs on a 2-core CPU", env_step_s=((2, 0.2315),),
         reset_s=8.91, call_s={"eager": ((2, 0.0149),)}, train_sample_s=0.0334,
         prefix_sample_s=0.0651, sync_s=0.29, startup_s=16.0, first_step_extra_s=31.1,
         compile_s=126.0, save_gb_per_s=1.0, attention="sdpa"),
     Calibration(
-        device="cpu", model_type="dexbotic_dm0", size="tiny", measured="2026-11-27",
+        device="cpu", model_type="dexbotic_dm0", env="libero", size="tiny", measured="2026-11-27",
         basis="bench/libero_run.py --cpu, whole runs on a 2-core CPU (compilation: π0's)",
         env_step_s=((2, 0.2304),), reset_s=8.73, call_s={"eager": ((2, 0.0114),)},
         train_sample_s=0.0160, prefix_sample_s=0.0792, sync_s=0.30, startup_s=27.0,

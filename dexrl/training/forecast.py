@@ -19,6 +19,7 @@ from dexrl.dotted import setting
 from dexrl.training.calibrations import CALIBRATIONS, Calibration, Points
 
 REAL_SIZE_PARAMS = 1e9  # a checkpoint at least this large is sized by the real-size figures
+MEASURED_SUITE = "libero_spatial"  # the LIBERO suite every calibration stepped
 
 
 @dataclass(frozen=True)
@@ -203,14 +204,21 @@ def unsupported(cfg: DictConfig, plan: Any) -> str | None:
     return None
 
 
-def choose(device: str, model_type: str, params: float) -> Calibration | None:
-    """The calibration of ``model_type`` at this size on ``device`` (a GPU's name, or ``cpu``)."""
+def choose(device: str, model_type: str, params: float, env: str = "libero"
+           ) -> Calibration | None:
+    """The calibration of ``model_type`` at this size with ``env`` on ``device`` (a GPU's name,
+    or ``cpu``)."""
     size = "real" if params >= REAL_SIZE_PARAMS else "tiny"
     for cal in CALIBRATIONS:
-        if cal.model_type == model_type and cal.size == size and cal.device.lower() in (
-                device.lower()):
+        if (cal.model_type, cal.size, cal.env) == (model_type, size, env) and (
+                cal.device.lower() in device.lower()):
             return cal
     return None
+
+
+def env_of(cfg: DictConfig) -> str:
+    """The env a run's training steps: a dexrl task's name, else RLinf's ``env_type``."""
+    return str(setting(cfg, "env.train.dexrl_env", None) or setting(cfg, "env.train.env_type"))
 
 
 def make_forecast(cfg: DictConfig, plan: Any, device: str, *, from_step: int = 0
@@ -225,12 +233,12 @@ def make_forecast(cfg: DictConfig, plan: Any, device: str, *, from_step: int = 0
     """
     if (why := unsupported(cfg, plan)) is not None:
         return why
-    model_type = str(setting(cfg, "actor.model.model_type"))
-    cal = choose(device, model_type, plan.params)
+    model_type, env = str(setting(cfg, "actor.model.model_type")), env_of(cfg)
+    cal = choose(device, model_type, plan.params, env)
     if cal is None:
-        known = ", ".join(sorted({f"{c.device} ({c.model_type}, {c.size})"
+        known = ", ".join(sorted({f"{c.model_type} ({c.size}) with {c.env} on {c.device}"
                                   for c in CALIBRATIONS}))
-        return f"no measurements for {model_type} on {device} yet (measured: {known})"
+        return f"no measurements of {model_type} with {env} on {device} yet (measured: {known})"
     work = work_of(cfg, plan)
     phases = step_phases(work, cal)
     notes = []
@@ -239,6 +247,10 @@ def make_forecast(cfg: DictConfig, plan: Any, device: str, *, from_step: int = 0
         notes.append(f"measured with {cal.attention} attention, not {attention}")
     if int(setting(cfg, "actor.model.num_steps", cal.denoise_steps)) != cal.denoise_steps:
         notes.append(f"rollout calls measured at {cal.denoise_steps} denoising steps")
+    suite = setting(cfg, "env.train.task_suite_name", None)
+    if env == "libero" and suite not in (None, MEASURED_SUITE):
+        notes.append(f"LIBERO measured on {MEASURED_SUITE}; {suite}'s scenes may step at "
+                     "another speed")
     if work.rollout_path not in cal.call_s:
         notes.append(f"rollout calls at eager speed ({work.rollout_path} not measured)")
     # A cold compile cache's cost: dexrl keeps the cache between starts (TORCHINDUCTOR_CACHE_DIR).

@@ -23,7 +23,8 @@ from dexrl.training.forecast import (
 runner = CliRunner()
 SPATIAL_PI0 = ["--suite", "libero_spatial", "--model", "pi0"]
 CAL = Calibration(
-    device="test", model_type="dexbotic_pi0", size="real", measured="today", basis="by hand",
+    device="test", model_type="dexbotic_pi0", env="libero", size="real", measured="today",
+    basis="by hand",
     env_step_s=((1, 0.04), (8, 0.05)), reset_s=3.0,
     call_s={"eager": ((1, 0.2), (8, 0.2)), "compiled+graphed": ((1, 0.03), (8, 0.08))},
     train_sample_s=0.004, prefix_sample_s=0.006, sync_s=0.5, startup_s=60.0,
@@ -80,11 +81,13 @@ def test_the_fit_reproduces_the_step_it_was_fitted_to() -> None:
         CAL.prefix_sample_s / CAL.train_sample_s)
 
 
-def test_calibrations_are_chosen_by_device_model_and_size() -> None:
+def test_calibrations_are_chosen_by_device_model_size_and_env() -> None:
     assert choose("NVIDIA H100 80GB HBM3", "dexbotic_pi0", 3.2e9).device == "H100"
     assert choose("NVIDIA H100 80GB HBM3", "dexbotic_dm0", 2.6e9).model_type == "dexbotic_dm0"
     assert choose("NVIDIA GeForce RTX 4090", "dexbotic_pi0", 3.2e9) is None
     assert choose("NVIDIA H100", "dexbotic_pi0", 5e4) is None  # a tiny model: not measured
+    assert choose("cpu", "dexbotic_pi0", 5e4).env == "libero"
+    assert choose("cpu", "dexbotic_pi0", 5e4, "reach") is None
     for cal in CALIBRATIONS:  # every figure a positive number, every entry says its basis
         assert cal.basis and cal.measured and cal.reset_s > 0 and cal.train_sample_s > 0
         assert all(y > 0 for points in cal.call_s.values() for _, y in points)
@@ -126,6 +129,15 @@ def test_faster_paths_forecast_a_shorter_step(cwd) -> None:
     assert fast["phases_s"]["rollout calls"] < plain["phases_s"]["rollout calls"]
     assert fast["phases_s"]["training"] < plain["phases_s"]["training"]  # the prefix cache
     assert fast["step_s"] < plain["step_s"]
+
+
+def test_other_envs_are_not_forecast_from_libero_and_other_suites_say_so(cwd) -> None:
+    reach = _plan("--suite", "reach", "--model", "pi0", "--smoke")["forecast"]
+    assert not reach["available"] and "with reach on cpu" in reach["reason"]
+    goal = _plan("--suite", "libero_goal", "--model", "pi0", "--smoke")["forecast"]
+    assert goal["available"] and any("libero_spatial" in n for n in goal["notes"])
+    spatial = _plan(*SPATIAL_PI0, "--smoke")["forecast"]["notes"]
+    assert not any("libero_spatial" in n for n in spatial)
 
 
 @pytest.mark.parametrize(("args", "reason"), [
