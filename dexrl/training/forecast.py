@@ -239,8 +239,11 @@ def make_forecast(cfg: DictConfig, plan: Any, device: str, *, from_step: int = 0
         known = ", ".join(sorted({f"{c.model_type} ({c.size}) with {c.env} on {c.device}"
                                   for c in CALIBRATIONS}))
         return f"no measurements of {model_type} with {env} on {device} yet (measured: {known})"
-    work = work_of(cfg, plan)
-    phases = step_phases(work, cal)
+    try:
+        work = work_of(cfg, plan)
+        phases = step_phases(work, cal)
+    except (TypeError, ValueError, ZeroDivisionError) as exc:  # a plan line, never a failure
+        return f"the config does not say what a step does ({type(exc).__name__}: {exc})"
     notes = []
     attention = str(setting(cfg, "actor.model.dexbotic.attention", "eager"))
     if attention != cal.attention:

@@ -148,3 +148,19 @@ def test_other_envs_are_not_forecast_from_libero_and_other_suites_say_so(cwd) ->
 def test_what_was_never_measured_is_not_forecast(cwd, args: list[str], reason: str) -> None:
     forecast = _plan(*SPATIAL_PI0, *args)["forecast"]
     assert not forecast["available"] and reason in forecast["reason"]
+
+
+def test_a_config_the_model_cannot_read_gets_a_reason_not_a_failure(cwd) -> None:
+    from omegaconf import open_dict
+
+    from dexrl.config.checks import Facts
+    from dexrl.config.compose import compose
+    from dexrl.training.forecast import make_forecast
+    from dexrl.training.plan import make_plan
+
+    cfg = compose("libero_spatial_ppo_dexbotic_pi0")
+    plan = make_plan(cfg, Facts("libero_spatial", 8))
+    with open_dict(cfg):
+        cfg.env.train.max_steps_per_rollout_epoch = None
+    reason = make_forecast(cfg, plan, "NVIDIA H100 80GB HBM3")
+    assert isinstance(reason, str) and "does not say what a step does" in reason
