@@ -93,13 +93,13 @@ RAY_KEEP_ALWAYS = {"dashboard", "_private", "_raylet", "core", "util", "experime
                    "scripts", "job_submission"}
 
 
-def record(commands: list[str], log: Path, *, suite: str = "", opened: Path | None = None,
-           run_tmp: str | None = None) -> set[str]:
+def record(commands: list[str], log: Path, *, suite: str = "", opened: Path | None = None
+           ) -> set[str]:
     """Module names imported by ``commands``, each run with the recording hook; with
     ``opened``, each also runs under ``strace`` that logs the files it and its children open."""
     hook_dir = Path(tempfile.mkdtemp(prefix="hook-"))
     (hook_dir / "sitecustomize.py").write_text(HOOK)
-    run_tmp = run_tmp or tempfile.mkdtemp(prefix="bundle-runs-")
+    run_tmp = tempfile.mkdtemp(prefix="bundle-runs-")
     env = {**os.environ, "DEXRL_IMPORT_LOG": str(log), "PYTHONPATH": os.pathsep.join(
         [str(hook_dir), str(Path.cwd()), os.environ.get("PYTHONPATH", "")])}
     dexrl = str(Path(sys.executable).parent / "dexrl")

@@ -17,6 +17,7 @@ from omegaconf import DictConfig
 
 from dexrl.dotted import setting
 from dexrl.training.calibrations import CALIBRATIONS, Calibration, Points
+from dexrl.training.plan import saves_between
 
 REAL_SIZE_PARAMS = 1e9  # a checkpoint at least this large is sized by the real-size figures
 MEASURED_SUITE = "libero_spatial"  # the LIBERO suite every calibration stepped
@@ -259,9 +260,7 @@ def make_forecast(cfg: DictConfig, plan: Any, device: str, *, from_step: int = 0
     # A cold compile cache's cost: dexrl keeps the cache between starts (TORCHINDUCTOR_CACHE_DIR).
     compile_s = cal.compile_s if "compiled" in work.rollout_path else 0.0
     steps = max(plan.global_steps - from_step, 0)
-    saves = sum(1 for s in range(from_step + 1, plan.global_steps + 1)
-                if plan.save_interval > 0 and (s % plan.save_interval == 0
-                                               or s == plan.global_steps))
+    saves = saves_between(from_step, plan.global_steps, plan.save_interval)
     return Forecast(phases=phases, step_s=sum(phases.values()), steps=steps,
                     first_extra_s=cal.first_step_extra_s + compile_s, startup_s=cal.startup_s,
                     saves_s=saves * plan.checkpoint_gb / cal.save_gb_per_s, calibration=cal,

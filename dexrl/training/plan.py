@@ -174,8 +174,7 @@ def make_plan(cfg: DictConfig, facts: Facts, ckpt_dir: Path | None = None) -> Pl
     plan.checkpoint_gb = (4 * plan.params + 4 * plan.params + 8 * plan.trainable) / GB
     max_steps = plan.global_steps  # a negative runner.max_steps runs max_epochs steps
     save = plan.save_interval = int(_sel(cfg, "runner.save_interval", 0))
-    plan.saves = (max_steps // save if save > 0 else 0) + (1 if save > 0 and max_steps % save
-                                                           else 0)
+    plan.saves = saves_between(0, max_steps, save)
     precision = str(_sel(cfg, "actor.model.precision", "bf16"))
     weight_bytes = 2 if precision in ("bf16", "fp16") else 4
     plan.attention = str(_sel(cfg, "actor.model.dexbotic.attention", "eager"))
@@ -203,6 +202,14 @@ def make_plan(cfg: DictConfig, facts: Facts, ckpt_dir: Path | None = None) -> Pl
                 mem += ENV_GB_PER_GPU
             plan.memory_gb_per_gpu[key] = mem
     return plan
+
+
+def saves_between(start: int, end: int, interval: int) -> int:
+    """Checkpoints a run writes after step ``start`` up to step ``end``: every ``interval``
+    steps and at the last step (none when ``interval`` ≤ 0)."""
+    if interval <= 0 or end <= start:
+        return 0
+    return end // interval - start // interval + (1 if end % interval else 0)
 
 
 def scored_passes(cfg: DictConfig) -> int:
