@@ -115,7 +115,7 @@ def logged_offset(run_dir: Path) -> int:
     """What to add to a TensorBoard step of this run for its global step: 1, or 0 for a run of
     RLinf's async runner (``runner.mode: async`` in its config.yaml), which logs after counting
     the step."""
-    from dexrl.runs.modes import run_mode
+    from dexrl.dotted import run_mode
 
     config = run_dir / "config.yaml"
     if not config.is_file():

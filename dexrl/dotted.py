@@ -34,3 +34,20 @@ def positive(cfg: DictConfig, key: str, default: int = 1) -> int:
     """A positive integer setting, or ``default`` when it is not one."""
     value = integer(cfg, key, default)
     return value if value > 0 else default
+
+
+def run_mode(cfg: Any) -> str:
+    """The config's ``runner.mode``; without one, ``pipeline`` when RLinf's
+    ``runner.use_training_pipeline`` is on (its runner then runs the pipeline), else ``sync``.
+
+    Here, below the config package, because a run folder's readers need it too: the curves
+    (:func:`dexrl.curves.logged_offset`) read an async run's steps as logged. Everything else
+    about the modes is :mod:`dexrl.config.modes`'.
+    """
+    runner = cfg.get("runner") if hasattr(cfg, "get") else None
+    if runner is None or not hasattr(runner, "get"):
+        return "sync"
+    mode = runner.get("mode")
+    if mode is not None:
+        return str(mode)
+    return "pipeline" if runner.get("use_training_pipeline") is True else "sync"

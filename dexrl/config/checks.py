@@ -9,10 +9,8 @@ stays fast and runs anywhere.
 from __future__ import annotations
 
 import math
-import re
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
 
 from omegaconf import DictConfig, OmegaConf
 from omegaconf.errors import OmegaConfBaseException
@@ -20,7 +18,8 @@ from omegaconf.errors import OmegaConfBaseException
 from dexrl.catalog import SUITES, load_reference, policies, policy_for
 from dexrl.config.algorithm_checks import check_grpo, check_noise, check_reward_filter
 from dexrl.config.algorithms import is_grouped
-from dexrl.config.modes import run_mode, split_placement
+from dexrl.config.modes import check_mode, check_pipeline, run_mode
+from dexrl.config.placement import parse_placement
 from dexrl.config.schema import check_values
 from dexrl.dotted import positive, setting
 from dexrl.errors import Finding
@@ -30,7 +29,6 @@ from dexrl.reach.rules import SECTION, check_env
 # Actions DM0 executes per chunk according to RLinf's Dexbotic docs and its model/dexbotic_dm0.yaml
 # (the model's trajectory length); RLinf's DM0 PPO configs, and dexrl's, set 5.
 COMPONENTS = ("actor", "rollout", "env")
-_RANGE = re.compile(r"^\s*(\d+)\s*(?:-\s*(\d+)\s*)?$")
 # Actor settings that the rollout (and the Dexbotic section) read again under other keys: a set
 # copy must equal the actor's value.
 _MIRRORED_KEYS = {
@@ -49,30 +47,6 @@ class Facts:
     suite: str | None = None
     gpus_per_node: int = 8
     cpu_only: bool = False  # the run has no GPU (``--smoke``)
-
-
-def parse_placement(spec: Any, num_devices: int) -> list[int]:
-    """Expand ``"all"`` / ``"a,b,c-d"`` / an int into device ids.
-
-    Raises:
-        ValueError: on bad grammar, with the reason.
-    """
-    if isinstance(spec, int) and not isinstance(spec, bool):
-        return [spec]
-    if not isinstance(spec, str):
-        raise ValueError(f"expected a string like 'all' or '0-3,5', got {spec!r}")
-    if spec.strip() == "all":
-        return list(range(num_devices))
-    ids: list[int] = []
-    for part in spec.split(","):
-        m = _RANGE.match(part)
-        if not m:
-            raise ValueError(f"'{part.strip()}' is not a device id or a range like 0-3")
-        lo, hi = int(m.group(1)), int(m.group(2) or m.group(1))
-        if hi < lo:
-            raise ValueError(f"range '{part.strip()}' runs backwards")
-        ids.extend(range(lo, hi + 1))
-    return ids
 
 
 def placement_world_sizes(cfg: DictConfig, facts: Facts) -> tuple[dict[str, int], list[Finding]]:
@@ -209,168 +183,6 @@ def check_rollout_split(cfg: DictConfig, sizes: dict[str, int]) -> list[Finding]
                         "use a divisor of the samples per step, or change the env count",
                         code="batch-samples-uneven")]
     return []
-
-
-def check_pipeline(cfg: DictConfig) -> list[Finding]:
-    """The training pipeline (``runner.mode: pipeline``): RLinf's switch on, and GAE, the only
-    advantage its env workers compute (rlinf/config.py asserts it at launch)."""
-    mode = run_mode(cfg)
-    switch = setting(cfg, "runner.use_training_pipeline") is True
-    findings: list[Finding] = []
-    if mode == "pipeline" and not switch:
-        findings.append(Finding("error", "runner.use_training_pipeline",
-                                "false in pipeline mode: RLinf would run its plain synchronous "
-                                "loop with dexrl's pipeline actor", "set "
-                                "runner.use_training_pipeline=true (what `--mode pipeline` sets)",
-                                code="mode-pipeline-switch-off"))
-    if mode == "sync" and switch:
-        findings.append(Finding("error", "runner.mode",
-                                "sync, but runner.use_training_pipeline is true: RLinf would run "
-                                "its pipeline with dexrl's synchronous actor", "use `--mode "
-                                "pipeline` (or runner.mode=pipeline), or set "
-                                "runner.use_training_pipeline=false",
-                                code="mode-pipeline-mismatch"))
-    if mode == "pipeline" and setting(cfg, "algorithm.adv_type") != "gae":
-        findings.append(Finding("error", "algorithm.adv_type",
-                                f"{setting(cfg, 'algorithm.adv_type')} in pipeline mode: RLinf's "
-                                "training pipeline computes GAE advantages only",
-                                "set algorithm.adv_type=gae, or train in sync or async mode",
-                                code="mode-pipeline-advantage"))
-    return findings
-
-
-def check_mode(cfg: DictConfig, sizes: dict[str, int], facts: Facts) -> list[Finding]:
-    """What RLinf 0.3.0's async PPO (``runner.mode: async``) asserts, crashes on or ignores.
-
-    Its runner, actor, rollout and env workers (rlinf/runners/async_ppo_embodied_runner.py,
-    rlinf/workers/{actor/async_ppo_fsdp_worker,rollout/hf/async_huggingface_worker,
-    env/async_env_worker}.py): the decoupled loss, a staleness threshold, no offload, no logprob
-    recomputation, no training pipeline, no validation; the actor's batches; the placement.
-    """
-    if run_mode(cfg) != "async":
-        return []
-    findings: list[Finding] = []
-    loss = setting(cfg, "algorithm.loss_type")
-    # GRPO's own check says why it cannot run async (mode-async-grpo), in its one line.
-    if loss != "decoupled_actor_critic" and not is_grouped(cfg):
-        findings.append(Finding("error", "algorithm.loss_type",
-                                f"{loss} does not run in async mode: RLinf's async PPO needs the "
-                                "decoupled loss, which corrects the PPO ratio for stale "
-                                "trajectories", "set algorithm.loss_type=decoupled_actor_critic "
-                                "(what `--mode async` sets)", code="mode-async-loss"))
-    if setting(cfg, "algorithm.staleness_threshold") is None:
-        findings.append(Finding("error", "algorithm.staleness_threshold",
-                                "missing or null in async mode: RLinf's actor computes version - "
-                                "staleness_threshold and fails (TypeError) in its receive thread",
-                                "set algorithm.staleness_threshold=1 (what `--mode async` sets)",
-                                code="mode-async-staleness-missing"))
-    # AsyncEnvWorker asserts on env.train/env.eval.enable_offload (RLinf 0.3.0 reads no
-    # env.enable_offload), AsyncMultiStepRolloutWorker on rollout.enable_offload.
-    for key in ("env.train.enable_offload", "env.eval.enable_offload", "rollout.enable_offload"):
-        if setting(cfg, key) is True:
-            findings.append(Finding("error", key, "offload is not supported in async mode (RLinf's "
-                                    "async env and rollout workers refuse it): they never pause",
-                                    f"set {key}=false", code="mode-async-offload"))
-    if setting(cfg, "rollout.recompute_logprobs") is True:
-        findings.append(Finding("error", "rollout.recompute_logprobs",
-                                "not implemented in async mode (RLinf's AsyncPPOEmbodiedRunner "
-                                "raises NotImplementedError in its first step)",
-                                "set rollout.recompute_logprobs=false",
-                                code="mode-async-recompute-logprobs"))
-    if setting(cfg, "runner.use_training_pipeline") is True:
-        findings.append(Finding("error", "runner.use_training_pipeline",
-                                "the training pipeline is another RLinf runner than async PPO; "
-                                "the two do not combine", "set runner.use_training_pipeline=false, "
-                                "or run synchronously", code="mode-async-pipeline"))
-    val = setting(cfg, "runner.val_check_interval", -1)
-    if isinstance(val, int) and not isinstance(val, bool) and val > 0:
-        findings.append(Finding("warning", "runner.val_check_interval",
-                                f"{val}: RLinf's async runner never validates (its eval envs are "
-                                "still built)", "set runner.val_check_interval=-1 and evaluate "
-                                "checkpoints with `dexrl eval`", code="mode-async-no-validation"))
-    findings += _async_batches(cfg, sizes)
-    if not facts.cpu_only:  # on CPU nodes every component is its own process anyway
-        findings += _async_collocated(cfg, facts)
-    return findings
-
-
-def _async_batches(cfg: DictConfig, sizes: dict[str, int]) -> list[Finding]:
-    """The async actor's batches: each step an actor rank trains on the newest
-    ``rollout_store_size_per_rank`` trajectories of the one queue all env processes fill.
-
-    A trajectory is a whole round (``rollout_epoch`` × chunk steps policy calls) of one of the
-    ``lcm(actor, senders) / senders`` equal parts an env process and stage splits its envs into,
-    so it holds ``calls × total_num_envs / lcm(actor, senders)`` samples, and a round makes
-    ``lcm(actor, senders) / actor`` trajectories per actor rank (``senders`` = env world size ×
-    stages; RLinf's ``compute_split_num``).
-    """
-    actor_ws, env_ws = sizes.get("actor") or 0, sizes.get("env") or 0
-    senders = env_ws * positive(cfg, "rollout.pipeline_stage_num")
-    n = positive(cfg, "env.train.total_num_envs", 0)
-    if not (actor_ws and senders and n):
-        return []
-    findings: list[Finding] = []
-    parts = math.lcm(actor_ws, senders)
-    per_round = parts // actor_ws
-    store = positive(cfg, "algorithm.rollout_store_size_per_rank")  # RLinf's default is 1 too
-    if store < per_round:
-        findings.append(Finding(
-            "warning", "algorithm.rollout_store_size_per_rank",
-            f"{store} is below the {per_round} trajectories each actor rank receives per env "
-            f"round ({senders} env processes × stages split into {parts} parts over {actor_ws} "
-            "actor ranks): the rest of each round is never trained on (RLinf counts them in "
-            "rollout/discarded_unused_trajs)",
-            f"set algorithm.rollout_store_size_per_rank={per_round} (or a multiple)",
-            code="mode-async-store-small"))
-    steps = positive(cfg, "env.train.max_steps_per_rollout_epoch")
-    chunks = positive(cfg, "actor.model.num_action_chunks")
-    gbs = positive(cfg, "actor.global_batch_size", 0)
-    if n % parts or steps % chunks or not gbs or gbs % actor_ws:
-        return findings  # the env and batch arithmetic report these
-    per_traj = steps // chunks * positive(cfg, "env.train.rollout_epoch") * (n // parts)
-    batch = gbs // actor_ws
-    if (store * per_traj) % batch:
-        findings.append(Finding(
-            "error", "actor.global_batch_size",
-            f"each actor rank trains per step on {store} trajectories × {per_traj} samples = "
-            f"{store * per_traj} samples, not a multiple of its batch {gbs} / {actor_ws} actor "
-            f"ranks = {batch}; RLinf's async actor asserts it",
-            f"set algorithm.rollout_store_size_per_rank to a multiple of "
-            f"{batch // math.gcd(per_traj, batch)}, or actor.global_batch_size so that it / "
-            f"{actor_ws} divides {store * per_traj}", code="mode-async-batch-uneven"))
-    return findings
-
-
-def _async_collocated(cfg: DictConfig, facts: Facts) -> list[Finding]:
-    """Async PPO on GPUs the actor shares with the rollout or env has little to overlap."""
-    total = positive(cfg, "cluster.num_nodes", 0) * facts.gpus_per_node
-    placement = setting(cfg, "cluster.component_placement")
-    if not total or not isinstance(placement, DictConfig):
-        return []  # placement_world_sizes reports it
-    devices: dict[str, set[int]] = {}
-    for names in placement:
-        try:
-            ids = set(parse_placement(placement[names], total))
-        except (OmegaConfBaseException, ValueError):
-            continue  # the schema or placement_world_sizes reports it
-        for name in str(names).split(","):
-            devices[name.strip()] = ids
-    actor = devices.get("actor", set())
-    others = [c for c in ("rollout", "env") if actor & devices.get(c, set())]
-    if not others:
-        return []
-    shared = actor & set().union(*(devices[c] for c in others))
-    split = split_placement(facts.gpus_per_node)
-    example = ("{" + ", ".join(f"{k}: {v}" for k, v in split.items()) + "}") if split else None
-    return [Finding(
-        "warning", "cluster.component_placement",
-        f"the actor shares {len(shared)} of its {len(actor)} GPU(s) with the "
-        f"{' and '.join(others)}: async PPO then trains and rolls out on the same GPUs, so "
-        "little of the two overlaps",
-        f"give the actor its own GPUs, e.g. cluster.component_placement='{example}' on one "
-        f"{facts.gpus_per_node}-GPU node" if example else
-        "give the actor its own GPUs (two GPUs or more), or run synchronously",
-        code="mode-async-collocated")]
 
 
 def check_algorithm(cfg: DictConfig) -> list[Finding]:

@@ -17,7 +17,7 @@ from typing import Any
 
 from omegaconf import DictConfig, OmegaConf
 
-from dexrl.config.checks import parse_placement
+from dexrl.config.placement import parse_placement
 from dexrl.doctor import GIB, CheckResult, fail, guarded, ok, skip, warn
 from dexrl.doctor.context import NO_CONFIG_FIX, Context
 from dexrl.errors import one_line

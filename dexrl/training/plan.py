@@ -15,8 +15,9 @@ from omegaconf import DictConfig, OmegaConf
 
 from dexrl.catalog import policy_for
 from dexrl.config.algorithms import algorithm_of, algorithm_text
-from dexrl.config.checks import Facts, parse_placement
-from dexrl.config.modes import run_mode
+from dexrl.config.checks import Facts
+from dexrl.config.modes import describe, run_mode
+from dexrl.config.placement import parse_placement
 from dexrl.errors import DexrlError, errors
 from dexrl.hub.weights import read_weights
 from dexrl.models.layout import FROZEN_PREFIXES, weight_files
@@ -142,7 +143,7 @@ def make_plan(cfg: DictConfig, facts: Facts, ckpt_dir: Path | None = None) -> Pl
     """
     plan = Plan(placement=placement(cfg, facts.gpus_per_node))
     plan.global_steps, plan.steps_from = planned_steps(cfg), steps_source(cfg)
-    plan.mode, plan.mode_text = run_mode(cfg), mode_text(cfg)
+    plan.mode, plan.mode_text = run_mode(cfg), describe(cfg)
     plan.algorithm, plan.algorithm_text = algorithm_of(cfg), algorithm_text(cfg)
     envs = int(_sel(cfg, "env.train.total_num_envs"))
     epochs = int(_sel(cfg, "env.train.rollout_epoch", 1))
@@ -301,21 +302,6 @@ def plan_record(plan: Plan, gpus_per_node: int) -> dict[str, Any]:
         "memory_gb_per_gpu": [{"node": key // gpus_per_node, "gpu": key % gpus_per_node,
                                "gb": gb} for key, gb in sorted(plan.memory_gb_per_gpu.items())],
     }
-
-
-def mode_text(cfg: DictConfig) -> str:
-    """The execution mode in words, with what bounds an async run's data."""
-    mode = run_mode(cfg)
-    if mode == "pipeline":
-        return ("pipeline (RLinf's EmbodiedRunner with its training pipeline: the actor trains on "
-                "each micro-batch as the envs finish it; weights synced between steps)")
-    if mode != "async":
-        return "sync (RLinf's EmbodiedRunner: roll out, then train, then sync weights)"
-    stale = _sel(cfg, "algorithm.staleness_threshold")
-    store = _sel(cfg, "algorithm.rollout_store_size_per_rank", 1)
-    return (f"async (RLinf's AsyncPPOEmbodiedRunner: env and rollout run on while the actor "
-            f"trains; each step trains on {store} trajectory(ies) per actor rank, at most "
-            f"{stale} policy version(s) old)")
 
 
 def rollout_speed(cfg: DictConfig) -> str:

@@ -15,6 +15,7 @@ from typing import Any, Protocol
 from dexrl.bridge.launch import cpu_platform
 from dexrl.bridge.launch.grad_norm import reduce_grad_norm_over_shards
 from dexrl.bridge.policies.prefix_cache import release_prefix_cache
+from dexrl.config.modes import ASYNC, PIPELINE, SYNC
 from dexrl.reach.env import ENVS
 
 cpu_platform.install()
@@ -284,8 +285,9 @@ STALENESS_PREFIXES = ("rollout/data_staleness_", "rollout/discarded_unused_trajs
 
 
 WORKERS = {
-    "sync": (DexrlActor, DexrlRollout, DexrlEnv, DexrlRunner),
-    "async": (DexrlAsyncActor, DexrlAsyncRollout, DexrlAsyncEnv, DexrlAsyncRunner),
-    "pipeline": (DexrlPipelineActor, DexrlRollout, DexrlEnv, DexrlRunner),
+    SYNC: (DexrlActor, DexrlRollout, DexrlEnv, DexrlRunner),
+    ASYNC: (DexrlAsyncActor, DexrlAsyncRollout, DexrlAsyncEnv, DexrlAsyncRunner),
+    PIPELINE: (DexrlPipelineActor, DexrlRollout, DexrlEnv, DexrlRunner),
 }
-"""The worker and runner classes of each ``runner.mode`` (:mod:`dexrl.config.modes`)."""
+"""The worker and runner classes of each mode of :mod:`dexrl.config.modes` (its ``RUNNERS``
+names the RLinf runner each runner class subclasses)."""
