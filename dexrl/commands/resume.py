@@ -65,8 +65,8 @@ def resume(
 
     A run with no complete checkpoint yet starts again from step 0, in its folder.
     """
+    from dexrl.config.resume_rules import config_diff, diff_lines
     from dexrl.console import console, print_json
-    from dexrl.runs.resume_rules import config_diff, diff_lines
 
     if as_json and not dry_run:
         raise DexrlError("--json needs --dry-run: a resumed run's progress is lines of text, "
@@ -111,7 +111,7 @@ def resume(
 def change_records(diff: list[tuple[str, Any, Any]], owned: Iterable[str]) -> list[dict[str, Any]]:
     """The config changes of ``--dry-run --json``, one record per line ``diff_lines`` prints:
     ``old``/``new`` are null for a key one side lacks (``change`` says which)."""
-    from dexrl.runs.resume_rules import ABSENT
+    from dexrl.config.resume_rules import ABSENT
 
     owned = set(owned)
     return [{"key": key, "old": None if old is ABSENT else old,

@@ -103,9 +103,9 @@ def train(
 def show_plan(new: NewRun, *, as_json: bool = False) -> None:
     """Print what a launch would do (``--dry-run``; ``as_json``: as one document); nothing is
     started or written."""
+    from dexrl.config.owned_keys import render_settings
+    from dexrl.config.resume_rules import planned_steps
     from dexrl.console import console, print_json
-    from dexrl.runs.owned_keys import render_settings
-    from dexrl.runs.resume_rules import planned_steps
     from dexrl.training.forecast import (
         device_kind,
         forecast_record,

@@ -35,7 +35,7 @@ def compose_and_check(
 
     What ``train`` refuses in a config is found here, for ``train`` and ``validate`` alike:
     overrides of the fields dexrl sets
-    (:func:`dexrl.runs.owned_keys.owned_override_findings`; they are
+    (:func:`dexrl.config.owned_keys.owned_override_findings`; they are
     left out of the composition), then :func:`dexrl.config.checks.run_config_checks`.
     """
     return check_composed(compose_request(suite, model, config_name, overrides), suite,
@@ -47,7 +47,7 @@ def compose_request(suite: str | None, model: str | None, config_name: str | Non
     """:func:`compose_and_check`'s first half: the composed config, its findings only those of
     overrides of the fields dexrl sets. ``train`` completes the config (its run folder) before
     :func:`check_composed` checks it."""
-    from dexrl.runs.owned_keys import owned_override_findings, without_owned
+    from dexrl.config.owned_keys import owned_override_findings, without_owned
 
     name = resolve_config_name(suite, model, config_name)
     owned = owned_override_findings(overrides)

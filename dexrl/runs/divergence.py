@@ -138,13 +138,3 @@ class DivergenceWatch:
         if reason is None or self.action != "stop":
             return None
         return Divergence(health.step, f"{reason}: {health.summary()}")
-
-
-def watch_from(cfg: Any) -> DivergenceWatch:
-    """The run's :class:`DivergenceWatch` from ``runner.divergence`` (defaults where absent)."""
-    from omegaconf import OmegaConf
-
-    action = OmegaConf.select(cfg, "runner.divergence.action", default=DEFAULT_ACTION)
-    steps = OmegaConf.select(cfg, "runner.divergence.skipped_steps",
-                             default=DEFAULT_SKIPPED_STEPS)
-    return DivergenceWatch(str(action), int(steps))

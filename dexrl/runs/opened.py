@@ -5,6 +5,7 @@ pointed inside its recorded location are re-anchored to where it is now
 from __future__ import annotations
 
 import os
+from collections.abc import Iterable
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -13,10 +14,6 @@ from omegaconf import DictConfig, OmegaConf
 
 from dexrl.errors import DexrlError, one_line
 from dexrl.runs.layout import CHECKPOINTS, CONFIG_FILE, checkpoint_step
-from dexrl.runs.record import read_manifest
-
-# Path-valued keys that dexrl 0.1 could record relative to the working directory of `train`.
-MODEL_PATH_KEYS = ("actor.model.model_path", "rollout.model.model_path")
 
 
 def load_run_config(run_dir: Path) -> DictConfig:
@@ -55,13 +52,11 @@ class Run:
     moved_from: Path | None
 
 
-def open_run(path: str | Path) -> Run:
-    """Open a run folder from any working directory, also after it was moved or copied.
-
-    The one resolver for commands that read a run (resume, eval, export, plot).
+def find_run_folder(path: str | Path) -> Path:
+    """The run folder at ``path`` (absolute, symlinks kept as the user named them).
 
     Raises:
-        DexrlError: the path does not exist, is a file, or is not a dexrl run folder.
+        DexrlError: the path does not exist, is a file, or is a checkpoint folder.
     """
     given = Path(path).expanduser()
     run_dir = Path(os.path.abspath(given))  # normalizes "..", keeps symlinks as the user named them
@@ -76,35 +71,38 @@ def open_run(path: str | Path) -> Run:
         raise DexrlError("a checkpoint folder, not a run folder",
                          f"pass the run folder {run_dir.parent.parent} (with --step {step} where "
                          "the command has it)", where=str(given), code="run-is-a-checkpoint-folder")
-    cfg = load_run_config(run_dir)
-    manifest = read_manifest(run_dir)
-    cfg, moved_from = _relocate(cfg, run_dir, manifest)
-    return Run(run_dir, cfg, manifest, moved_from)
+    return run_dir
 
 
-def _relocate(cfg: DictConfig, run_dir: Path,
-              manifest: dict[str, Any]) -> tuple[DictConfig, Path | None]:
-    """Re-anchor the paths of a run folder that now lives at ``run_dir`` (see module doc)."""
-    data = OmegaConf.to_container(cfg, resolve=False)
-    cwd = manifest.get("cwd")
-    for key in MODEL_PATH_KEYS:
-        *parents, leaf = key.split(".")
-        node = data
+def relocate(data: dict[str, Any], run_dir: Path, relative: Iterable[tuple[str, ...]], cwd: Any,
+             recorded: list[Any]) -> tuple[dict[str, Any], Path | None]:
+    """Re-anchor the paths of a run folder that now lives at ``run_dir`` (see module doc).
+
+    Args:
+        data: The saved config as a plain container, interpolations unresolved.
+        run_dir: Where the folder is now.
+        relative: Key paths (``("a", "b")``) of paths recorded relative to ``cwd``.
+        cwd: The working directory ``train`` ran in (the manifest's), if known.
+        recorded: Where the folder was recorded to be (non-paths are skipped).
+
+    Returns:
+        The re-anchored container, and the first recorded location that was not ``run_dir``.
+    """
+    for keys in relative:
+        *parents, leaf = keys
+        node: Any = data
         for part in parents:
             node = node.get(part) if isinstance(node, dict) else None
         value = node.get(leaf) if isinstance(node, dict) else None
         if isinstance(value, str) and value and "${" not in value and isinstance(cwd, str) \
                 and not Path(value).expanduser().is_absolute():
             node[leaf] = os.path.normpath(Path(cwd) / value)
-    # Where the folder last ran (config) and where it was created (manifest).
-    recorded = [OmegaConf.select(cfg, "runner.logger.log_path", default=None,
-                                 throw_on_resolution_failure=False), manifest.get("run_dir")]
     moved_from = None
     for old in dict.fromkeys(r for r in recorded if isinstance(r, str) and os.path.isabs(r)):
         if Path(old) != run_dir:
             data = _rebase(data, old.rstrip(os.sep), str(run_dir))
             moved_from = moved_from or Path(old)
-    return OmegaConf.create(data), moved_from
+    return data, moved_from
 
 
 def _rebase(node: Any, old: str, new: str) -> Any:

@@ -260,9 +260,9 @@ def prepare(request: TrainRequest) -> NewRun:
     from dexrl.config.algorithms import algo_overrides
     from dexrl.config.compose import suite_of
     from dexrl.config.modes import mode_overrides
+    from dexrl.config.owned_keys import set_run_folder
     from dexrl.config.validate import check_composed, compose_request
     from dexrl.runs.layout import default_run_dir
-    from dexrl.runs.owned_keys import set_run_folder
 
     suite, model, smoke = request.suite, request.model, request.smoke
     if request.name and request.run_dir:
@@ -305,12 +305,12 @@ def start(new: NewRun) -> Ready:
     included); the config is the one :func:`prepare` checked, resolved."""
     from omegaconf import OmegaConf
 
+    from dexrl.config.resume_rules import planned_steps
     from dexrl.hub.manifest import checkpoint_provenance
     from dexrl.hub.verify import check_checkpoint_dir
     from dexrl.runs.checkpoints import skipped
     from dexrl.runs.layout import check_new_run_dir
     from dexrl.runs.record import resolved, write_run_files
-    from dexrl.runs.resume_rules import planned_steps
     from dexrl.runs.state import story
 
     ray_address = new.request.launch.ray_address
@@ -393,10 +393,10 @@ def prepare_resume(request: ResumeRequest) -> Resumption:
 
     from dexrl.config.checks import Facts, run_config_checks
     from dexrl.config.overrides import RUN, apply_overrides, parse_overrides
+    from dexrl.config.owned_keys import refuse_owned_overrides, set_run_folder
+    from dexrl.config.resume_rules import check_steps_left, refuse_unsafe_changes
+    from dexrl.config.run_paths import open_run
     from dexrl.runs.checkpoints import resume_point, skipped
-    from dexrl.runs.opened import open_run
-    from dexrl.runs.owned_keys import refuse_owned_overrides, set_run_folder
-    from dexrl.runs.resume_rules import check_steps_left, refuse_unsafe_changes
     from dexrl.runs.state import story
 
     overrides = list(request.overrides)

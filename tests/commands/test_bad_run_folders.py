@@ -19,9 +19,9 @@ from helpers.files import tree
 from typer.testing import CliRunner
 
 from dexrl.cli import app
+from dexrl.config.owned_keys import OWNED_KEYS
 from dexrl.runs.checkpoints import latest_checkpoint
 from dexrl.runs.layout import MARKER, checkpoints_dir
-from dexrl.runs.owned_keys import OWNED_KEYS
 from dexrl.runs.state import STATE_FILE, begin, load
 
 runner = CliRunner()
@@ -118,7 +118,7 @@ KILLER = textwrap.dedent("""
     from dexrl.runs import durable
     from dexrl.runs.checkpoints import latest_checkpoint, mark_complete
     from dexrl.runs.layout import MARKER, checkpoints_dir
-    from dexrl.runs.owned_keys import OWNED_KEYS
+    from dexrl.config.owned_keys import OWNED_KEYS
 
     point, checkpoint = sys.argv[1], Path(sys.argv[2])
     real_replace, real_sync_dir = os.replace, durable.sync_dir

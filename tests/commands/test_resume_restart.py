@@ -18,10 +18,10 @@ from omegaconf import OmegaConf
 from typer.testing import CliRunner
 
 from dexrl.cli import app
+from dexrl.config.owned_keys import check_run_folder
 from dexrl.errors import DexrlError
 from dexrl.runs.checkpoints import resume_point, skipped
 from dexrl.runs.layout import CONFIG_FILE, MARKER, checkpoints_dir
-from dexrl.runs.owned_keys import check_run_folder
 from dexrl.training.session import ResumeRequest, prepare_resume, start_resume
 
 runner = CliRunner()

@@ -15,8 +15,8 @@ from omegaconf import OmegaConf
 from typer.testing import CliRunner
 
 from dexrl.cli import app
+from dexrl.config.run_paths import open_run
 from dexrl.runs.layout import CONFIG_FILE, MANIFEST_FILE
-from dexrl.runs.opened import open_run
 from dexrl.runs.record import read_manifest
 
 runner = CliRunner()

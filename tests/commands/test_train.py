@@ -15,10 +15,10 @@ from omegaconf import OmegaConf
 from typer.testing import CliRunner
 
 from dexrl.cli import app
+from dexrl.config.resume_rules import config_diff, unsafe_changes
 from dexrl.runs.checkpoints import mark_complete
 from dexrl.runs.layout import MANIFEST_FILE, checkpoints_dir
 from dexrl.runs.record import resolved, use_wandb_run_id, write_run_files
-from dexrl.runs.resume_rules import config_diff, unsafe_changes
 
 runner = CliRunner()
 SPATIAL_PI0 = ["--suite", "libero_spatial", "--model", "pi0"]

@@ -23,11 +23,11 @@ from dexrl.bridge.launch.output import Output
 from dexrl.bridge.launch.stop import Interrupted, StopSignals
 from dexrl.bridge.launch.supervisor import Supervisor
 from dexrl.bridge.registry import EXT_MODULE
+from dexrl.config.owned_keys import check_run_folder
+from dexrl.config.run_watch import watch_from
 from dexrl.errors import DexrlError, disk_full, disk_full_error, disk_full_folder, one_line
 from dexrl.runs.checkpoints import Checkpoint, last_complete_fact, mark_complete
-from dexrl.runs.divergence import watch_from
 from dexrl.runs.layout import LOG_FILE, WORKER_LOGS
-from dexrl.runs.owned_keys import check_run_folder
 from dexrl.runs.record import use_wandb_run_id
 from dexrl.runs.state import begin, watch_private_ray
 
@@ -369,10 +369,10 @@ def launch(
 
     Args:
         cfg: The composed config, its run-folder fields set by
-            :func:`dexrl.runs.owned_keys.set_run_folder` for ``run_dir`` and ``resume_from``.
+            :func:`dexrl.config.owned_keys.set_run_folder` for ``run_dir`` and ``resume_from``.
         run_dir: The run folder (created; RLinf's log path).
-        total: The step the run stops at (:func:`dexrl.runs.resume_rules.planned_steps`; for a
-            resume, :func:`~dexrl.runs.resume_rules.check_steps_left`).
+        total: The step the run stops at (:func:`dexrl.config.resume_rules.planned_steps`; for a
+            resume, :func:`~dexrl.config.resume_rules.check_steps_left`).
         resume_from: The complete checkpoint to continue from (its step N; training starts at
             N+1).
         smoke: Probe the OpenGL backend (EGL, else OSMesa) instead of assuming EGL, when the

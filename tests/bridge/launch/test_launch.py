@@ -20,12 +20,12 @@ from dexrl.bridge.launch.failures import FailureSignal, pending_calls
 from dexrl.bridge.launch.output import Output
 from dexrl.bridge.launch.supervisor import Supervisor
 from dexrl.bridge.registry import EXT_MODULE
+from dexrl.config.owned_keys import check_run_folder, set_run_folder
+from dexrl.config.resume_rules import planned_steps
 from dexrl.errors import DexrlError
 from dexrl.runs.checkpoints import Checkpoint, latest_checkpoint, list_checkpoints, mark_complete
 from dexrl.runs.layout import MARKER, checkpoints_dir
 from dexrl.runs.opened import load_run_config
-from dexrl.runs.owned_keys import check_run_folder, set_run_folder
-from dexrl.runs.resume_rules import planned_steps
 
 
 def _cfg(**runner: object) -> OmegaConf:
@@ -162,7 +162,7 @@ def test_latest_checkpoint_skips_incomplete_ones(tmp_path: Path) -> None:
 def test_resume_point_must_be_complete_and_before_the_end(tmp_path: Path) -> None:
     from omegaconf import OmegaConf
 
-    from dexrl.runs.resume_rules import check_steps_left
+    from dexrl.config.resume_rules import check_steps_left
 
     assert launch._start_step(None) == 0
     assert launch._start_step(_found(_checkpoint(tmp_path, 2, complete=True))) == 2

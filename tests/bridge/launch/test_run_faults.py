@@ -290,7 +290,7 @@ def quick_launch(tmp_path: Path, monkeypatch: pytest.MonkeyPatch):
     """``launch`` with its preparation and supervised part replaced by ``body``."""
     from dexrl.bridge.launch import driver
     from dexrl.config.compose import compose
-    from dexrl.runs.owned_keys import set_run_folder
+    from dexrl.config.owned_keys import set_run_folder
 
     cfg = compose("reach_ppo_dexbotic_pi0")
     run_dir = tmp_path / "run"

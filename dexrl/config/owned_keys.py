@@ -90,4 +90,4 @@ def check_run_folder(cfg: DictConfig, run_dir: Path, resume_from: Path | None) -
     for key, value in run_folder_settings(run_dir, resume_from).items():
         if OmegaConf.select(cfg, key) != value:
             raise RuntimeError(f"{key} is not {value!r}: call "
-                               "dexrl.runs.owned_keys.set_run_folder() before launch()")
+                               "dexrl.config.owned_keys.set_run_folder() before launch()")

@@ -6,8 +6,8 @@ from __future__ import annotations
 import pytest
 
 from dexrl.config.compose import compose
+from dexrl.config.resume_rules import refuse_unsafe_changes
 from dexrl.errors import DexrlError
-from dexrl.runs.resume_rules import refuse_unsafe_changes
 
 NAME = "reach_cued_ppo_dexbotic_pi0"
 
