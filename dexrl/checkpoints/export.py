@@ -149,7 +149,7 @@ def _save_file(tensors: dict[str, torch.Tensor], path: Path) -> None:
 def _dexbotic_state(source: CheckpointSource, trained: dict[str, torch.Tensor]
                     ) -> tuple[dict[str, torch.Tensor], list[str]]:
     """The trained weights checked against the base checkpoint's key set, gaps filled from it."""
-    from dexrl.models.layout import weight_files
+    from dexrl.checkpoints.files.layout import weight_files
 
     shapes: dict[str, tuple[int, ...]] = {}
     origin: dict[str, Path] = {}
@@ -180,7 +180,7 @@ def _dexbotic_state(source: CheckpointSource, trained: dict[str, torch.Tensor]
 
 
 def _compute_dtype(state: dict[str, torch.Tensor]) -> str:
-    from dexrl.models.weight_loading import checkpoint_dtype
+    from dexrl.checkpoints.files.weights import checkpoint_dtype
 
     return str(checkpoint_dtype(state)).removeprefix("torch.")
 

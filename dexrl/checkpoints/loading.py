@@ -59,7 +59,7 @@ def load_eval_policy(source: CheckpointSource, device: str | torch.device,
     if source.form == "dexbotic":
         policy = load_policy(source.model_dir, device=device, dtype=dtype)
     else:
-        from dexrl.models.weight_loading import checkpoint_dtype, load_strict
+        from dexrl.checkpoints.files.weights import checkpoint_dtype, load_strict
 
         trained, _ = read_training_weights(source.weights)
         policy = load_policy(source.model_dir, device=device,

@@ -26,8 +26,8 @@ _DTYPE_NAMES = {"float32": "float32", "fp32": "float32", "bfloat16": "bfloat16",
 def checkpoint_model_type(ckpt_dir: str | Path) -> str:
     """The ``model_type`` of a checkpoint's config.json; DexrlError when no policy has it."""
     from dexrl.catalog import model_types
+    from dexrl.checkpoints.files.layout import read_json
     from dexrl.errors import DexrlError
-    from dexrl.models.layout import read_json
 
     config_path = Path(ckpt_dir) / "config.json"
     model_type = read_json(config_path, what="model config").get("model_type")

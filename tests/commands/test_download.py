@@ -124,7 +124,7 @@ def test_known_repo_downloads_verifies_and_records_provenance(hub, home, pi0_mai
     assert manifest.repo_id == PI0 and manifest.endpoint == hub.url
     assert manifest.files == {k: len(v) for k, v in pi0_main.items()}
     assert manifest.changed_files(dest) == []
-    from dexrl.hub.verify import verify_checkpoint
+    from dexrl.checkpoints.verify import verify_checkpoint
 
     params = verify_checkpoint(dest).weights.parameters
     for text in (f"main → {MAIN}", "dexbotic_pi0", f"{params:,} in", "float32",

@@ -14,8 +14,8 @@ from helpers.modes import UMASKS, expected, modes, umask
 from omegaconf import OmegaConf
 from typer.testing import CliRunner
 
+from dexrl.checkpoints.files.steps import mark_complete
 from dexrl.cli import app
-from dexrl.runs.checkpoints import mark_complete
 from dexrl.runs.layout import MANIFEST_FILE, checkpoints_dir
 from dexrl.runs.record import resolved, use_wandb_run_id, write_run_files
 from dexrl.runs.resume_rules import config_diff, unsafe_changes

@@ -15,8 +15,8 @@ from pathlib import Path
 
 from dexrl.bridge.launch.driver import launch
 from dexrl.bridge.registry import EXT_MODULE
+from dexrl.checkpoints.files.steps import pick_checkpoint
 from dexrl.config.compose import compose
-from dexrl.runs.checkpoints import pick_checkpoint
 from dexrl.runs.opened import open_run
 from dexrl.runs.owned_keys import set_run_folder
 from dexrl.runs.resume_rules import check_steps_left, planned_steps

@@ -7,15 +7,15 @@ from pathlib import Path
 
 import torch
 
-from dexrl.models.flow.config import FlowConfig
-from dexrl.models.flow.projector import check_projector
-from dexrl.models.layout import weight_files
-from dexrl.models.weight_loading import (
+from dexrl.checkpoints.files.layout import weight_files
+from dexrl.checkpoints.files.weights import (
     NetworkT,
     build_and_load,
     checkpoint_dtype,
     read_state_dict,
 )
+from dexrl.models.flow.config import FlowConfig
+from dexrl.models.flow.projector import check_projector
 
 _LOW_PRECISION = (torch.bfloat16, torch.float16)
 

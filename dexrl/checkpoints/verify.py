@@ -14,9 +14,9 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from dexrl.catalog import load_reference, model_types, policy_for
+from dexrl.checkpoints.files.headers import WeightStats, read_weights
+from dexrl.checkpoints.files.layout import INDEX_FILE, weight_files
 from dexrl.errors import DexrlError, Finding, errors, findings_from
-from dexrl.hub.weights import WeightStats, read_weights
-from dexrl.models.layout import INDEX_FILE, weight_files
 
 
 def read_config_json(path: Path) -> tuple[dict | None, Finding | None]:
