@@ -131,9 +131,9 @@ def test_known_repo_downloads_verifies_and_records_provenance(hub, home, pi0_mai
                  "tensor names and shapes", f"Downloaded {PI0} to: {dest}",
                  f"actor.model.model_path={dest}", "no override needed"):
         assert text in result.output, result.output
-    from dexrl.models.pi0.loader import load_pi0_network
+    from dexrl.models.pi0.policy import Pi0Policy
 
-    load_pi0_network(dest)  # verified means the loader takes it
+    Pi0Policy.load_network(dest)  # verified means the loader takes it
 
 
 def test_dm0_is_verified_as_far_as_dexrl_can_and_says_so(hub) -> None:

@@ -1,4 +1,6 @@
-"""Load a Dexbotic checkpoint's weights key for key into a flow network (π0 and DM0 loaders)."""
+"""The one flow loader: a Dexbotic checkpoint's weights key for key into a flow network (π0 and DM0
+declare their differences as data on their policy class, see
+:meth:`dexrl.models.flow.policy.FlowPolicy.load_network`)."""
 
 from __future__ import annotations
 
@@ -32,7 +34,7 @@ def load_weights(
 ) -> NetworkT:
     """Load ``ckpt_dir``'s weights key for key into ``build()``, in eval mode.
 
-    Shared by the π0 and DM0 loaders: checks the projector weights against ``config``, casts
+    Checks the projector weights against ``config``, casts
     floating weights to ``dtype`` (None: the checkpoint's) and loads strictly, tolerating the
     unused ``allowed_extra`` keys.
 

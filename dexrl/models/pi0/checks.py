@@ -21,8 +21,7 @@ def check_pi0_tensors(config: dict[str, Any], tensors: Mapping[str, Any], *,
 
     from dexrl.checkpoints.files.weights import load_strict
     from dexrl.models.flow.projector import check_projector
-    from dexrl.models.pi0.config import Pi0Config
-    from dexrl.models.pi0.loader import ALLOWED_EXTRA_KEYS
+    from dexrl.models.pi0.config import ALLOWED_EXTRA_KEYS, Pi0Config
     from dexrl.models.pi0.network import Pi0Network
 
     try:
