@@ -17,8 +17,13 @@ import torch
 from safetensors import safe_open
 from safetensors.torch import save_file
 
-from dexrl.checkpoints.loading import NOISE_HEAD_PREFIX, VALUE_HEAD_PREFIX, read_training_weights
-from dexrl.checkpoints.policy import is_unused_key, unused_key_patterns
+from dexrl.checkpoints.policy import (
+    NOISE_HEAD_PREFIX,
+    VALUE_HEAD_PREFIX,
+    is_unused_key,
+    read_training_weights,
+    unused_key_patterns,
+)
 from dexrl.checkpoints.sources import EXPORT_MANIFEST, CheckpointSource
 from dexrl.errors import DexrlError, disk_full_in_text
 from dexrl.hub.manifest import MANIFEST_NAME

@@ -24,7 +24,7 @@ from typing import Any
 
 from omegaconf import OmegaConf
 
-from dexrl.checkpoints.policy import checkpoint_model_type
+from dexrl.checkpoints.verify import checkpoint_model_type
 from dexrl.errors import DexrlError, one_line
 from dexrl.runs.layout import (
     CONFIG_FILE,
