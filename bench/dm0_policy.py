@@ -46,7 +46,6 @@ from transformers import CONFIG_MAPPING
 from dexrl.bridge.policies.dm0 import Dm0RLPolicy
 from dexrl.checkpoints.policy import load_policy
 from dexrl.models.dm0.config import PROJECTOR_TYPE, VISION_TOWER, Dm0Config
-from dexrl.models.dm0.loader import keeps_float32
 from dexrl.models.dm0.network import Dm0Network, Dm0RMSNorm
 from dexrl.models.dm0.policy import Dm0Policy
 from dexrl.models.dm0.tiny import FOREIGN_PROCESSOR_PATH, write_qwen_tokenizer, write_tiny_dm0
@@ -99,7 +98,7 @@ def random_policy(
             if isinstance(module, LayerScale):
                 module.gamma.fill_(LAYER_SCALE_INIT)
         for name, param in network.named_parameters():
-            if keeps_float32(name):
+            if Dm0Policy.keeps_float32(name):
                 param.data = param.data.float()
     network.init_buffers(device)
     write_qwen_tokenizer(workdir, model_max_length=PROMPT_LENGTH)

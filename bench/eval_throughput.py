@@ -44,7 +44,7 @@ def parse_args() -> argparse.Namespace:
 def main() -> None:
     args = parse_args()
     from dexrl.bridge.envs.libero import LiberoVecEnv, suite_info
-    from dexrl.checkpoints.loading import load_eval_policy
+    from dexrl.checkpoints.policy import load_eval_policy
     from dexrl.checkpoints.sources import resolve_checkpoint
     from dexrl.evaluation.episode_loop import LoopSettings, Timings, run_episodes
     from dexrl.evaluation.episodes import plan_episodes

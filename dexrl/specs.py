@@ -81,7 +81,8 @@ class ModelSpec:
         check_tensors: ``"module:function"``, the deep checkpoint check ``download`` and
             ``doctor --ckpt`` run on the weight headers:
             ``function(config, tensors, *, config_source, weights_source) -> list[Finding]``
-            (``tensors``: name -> :class:`dexrl.hub.weights.TensorInfo`). None: not checked.
+            (``tensors``: name -> :class:`dexrl.checkpoints.files.headers.TensorInfo`). None: not
+            checked.
         check_config: ``"module:function"``, model-specific config checks ``validate`` runs:
             ``function(cfg) -> list[Finding]``. None: none.
         inference: ``"module:Class"``, the inference policy ``eval`` loads with

@@ -75,31 +75,40 @@ def test_no_command_imports_another() -> None:
     assert command_imports() == []
 
 
-# Each unit (a top-level module or package of dexrl) has a rank; an import may only go to a unit of
-# a lower rank. Units of one rank are siblings and import none of each other. A new unit must be
-# placed here (test_every_unit_has_a_rank).
+# Each unit (a top-level module or package of dexrl, or a module or subpackage ranked on its own)
+# has a rank; an import may only go to a unit of a lower rank. Units of one rank are siblings and
+# import none of each other. A new unit must be placed here (test_every_unit_has_a_rank).
+# Checkpoint files (folder layout, weights, RLinf step folders) sit low in the checkpoint home,
+# below models and runs that read them; they build on the run folder's names and durable writes.
+# Verifying a folder needs the catalog and serves hub and config, so it has a rank of its own.
 RANKS: dict[str, int] = {
     "dexrl": 0, "dexrl.errors": 0, "dexrl.units": 0, "dexrl.versions": 0, "dexrl.vec_env": 0,
     "dexrl.console": 0, "dexrl.specs": 0, "dexrl.dotted": 0,
-    "dexrl.subproc": 1, "dexrl.runs": 1,
-    "dexrl.cluster": 2, "dexrl.models": 2, "dexrl.curves": 2,
-    "dexrl.plugins": 3, "dexrl.reach": 3,
-    "dexrl.catalog": 4,
-    "dexrl.hub": 5,
-    "dexrl.config": 6,
-    "dexrl.checkpoints": 7,
-    "dexrl.bridge": 8,
-    "dexrl.training": 9, "dexrl.evaluation": 9,
-    "dexrl.doctor": 10,
-    "dexrl.commands": 11,
-    "dexrl.cli": 12,
-    "dexrl.__main__": 13,
+    "dexrl.subproc": 1, "dexrl.runs.layout": 1, "dexrl.runs.durable": 1,
+    "dexrl.checkpoints.files": 2,
+    "dexrl.runs": 3,
+    "dexrl.cluster": 4, "dexrl.models": 4, "dexrl.curves": 4,
+    "dexrl.plugins": 5, "dexrl.reach": 5,
+    "dexrl.catalog": 6,
+    "dexrl.checkpoints.verify": 7,
+    "dexrl.hub": 8,
+    "dexrl.config": 9,
+    "dexrl.checkpoints": 10,
+    "dexrl.bridge": 11,
+    "dexrl.training": 12, "dexrl.evaluation": 12,
+    "dexrl.doctor": 13,
+    "dexrl.commands": 14,
+    "dexrl.cli": 15,
+    "dexrl.__main__": 16,
 }
 
 
 def unit(module: str) -> str:
-    """The ranked unit a dexrl module belongs to: ``dexrl.runs.layout`` -> ``dexrl.runs``."""
-    return ".".join(module.split(".")[:2])
+    """The ranked unit a dexrl module belongs to: the longest key of :data:`RANKS` it is within
+    (``dexrl.checkpoints.files.steps`` -> ``dexrl.checkpoints.files``), else its top-level module
+    or package (``dexrl.runs.state`` -> ``dexrl.runs``; unranked there, the test says so)."""
+    keys = [k for k in RANKS if k != "dexrl" and _within(module, k)]
+    return max(keys, key=len) if keys else ".".join(module.split(".")[:2])
 
 
 def _known(name: str, imports: dict[str, set[str]]) -> str | None:
@@ -187,3 +196,19 @@ def test_the_cycle_check_catches_a_cycle_through_a_function_import(tmp_path: Pat
     b.write_text("def g():\n    from dexrl.runs.a import f\n")
     imports = {**IMPORTS, "dexrl.runs.a": _imports(a), "dexrl.runs.b": _imports(b)}
     assert cycles(imports) == [["dexrl.runs.a", "dexrl.runs.b"]]
+
+
+def test_a_subpackage_ranked_on_its_own_is_its_own_unit(tmp_path: Path) -> None:
+    """A control: the longest key wins, so the checkpoint files rank below models and runs while
+    the rest of the checkpoint home ranks above them; an upward import out of the files is
+    reported, a downward import into them is not."""
+    assert unit("dexrl.checkpoints.files.steps") == "dexrl.checkpoints.files"
+    assert unit("dexrl.checkpoints.policy") == "dexrl.checkpoints"
+    assert unit("dexrl.runs.layout") == "dexrl.runs.layout"
+    assert unit("dexrl.runs.state") == "dexrl.runs"
+    up, down = tmp_path / "up.py", tmp_path / "down.py"
+    up.write_text("from dexrl.checkpoints.sources import resolve_checkpoint\n")
+    down.write_text("from dexrl.checkpoints.files.layout import weight_files\n")
+    imports = {**IMPORTS, "dexrl.checkpoints.files.up": _imports(up),
+               "dexrl.models.down": _imports(down)}
+    assert upward_imports(imports) == ["dexrl.checkpoints.files.up -> dexrl.checkpoints.sources"]

@@ -227,7 +227,8 @@ def test_cli_smoke_trains_a_plugin_policy_one_step_from_its_checkpoint(install: 
                                                     tmp_path: Path) -> None:
     from helpers.smoke import DEXRL, run_process
 
-    from dexrl.runs.checkpoints import is_complete, latest_checkpoint
+    from dexrl.checkpoints.files.steps import is_complete
+    from tests.helpers.checkpoints import latest_checkpoint
 
     root = install("dexrl_plug_e2e", name="plug_e2e", with_checkpoint=True)
     run_dir = tmp_path / "run"

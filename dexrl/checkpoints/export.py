@@ -17,8 +17,13 @@ import torch
 from safetensors import safe_open
 from safetensors.torch import save_file
 
-from dexrl.checkpoints.loading import NOISE_HEAD_PREFIX, VALUE_HEAD_PREFIX, read_training_weights
-from dexrl.checkpoints.policy import is_unused_key, unused_key_patterns
+from dexrl.checkpoints.policy import (
+    NOISE_HEAD_PREFIX,
+    VALUE_HEAD_PREFIX,
+    is_unused_key,
+    read_training_weights,
+    unused_key_patterns,
+)
 from dexrl.checkpoints.sources import EXPORT_MANIFEST, CheckpointSource
 from dexrl.errors import DexrlError, disk_full_in_text
 from dexrl.hub.manifest import MANIFEST_NAME
@@ -149,7 +154,7 @@ def _save_file(tensors: dict[str, torch.Tensor], path: Path) -> None:
 def _dexbotic_state(source: CheckpointSource, trained: dict[str, torch.Tensor]
                     ) -> tuple[dict[str, torch.Tensor], list[str]]:
     """The trained weights checked against the base checkpoint's key set, gaps filled from it."""
-    from dexrl.models.layout import weight_files
+    from dexrl.checkpoints.files.layout import weight_files
 
     shapes: dict[str, tuple[int, ...]] = {}
     origin: dict[str, Path] = {}
@@ -180,7 +185,7 @@ def _dexbotic_state(source: CheckpointSource, trained: dict[str, torch.Tensor]
 
 
 def _compute_dtype(state: dict[str, torch.Tensor]) -> str:
-    from dexrl.models.weight_loading import checkpoint_dtype
+    from dexrl.checkpoints.files.weights import checkpoint_dtype
 
     return str(checkpoint_dtype(state)).removeprefix("torch.")
 

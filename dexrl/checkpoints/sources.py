@@ -24,7 +24,7 @@ from typing import Any
 
 from omegaconf import OmegaConf
 
-from dexrl.checkpoints.policy import checkpoint_model_type
+from dexrl.checkpoints.verify import checkpoint_model_type
 from dexrl.errors import DexrlError, one_line
 from dexrl.runs.layout import (
     CONFIG_FILE,
@@ -245,8 +245,8 @@ def resolve_checkpoint(path: str | Path, base: str | Path | None = None) -> Chec
 
 def _run_source(path: Path, base: str | Path | None) -> CheckpointSource:
     """A run folder: its latest complete step, picked as resume picks it."""
+    from dexrl.checkpoints.files.steps import pick_checkpoint, skipped
     from dexrl.config.run_paths import open_run
-    from dexrl.runs.checkpoints import pick_checkpoint, skipped
 
     run = open_run(path)
     chosen = pick_checkpoint(run.dir, purpose="use")
@@ -289,8 +289,8 @@ def _rlinf_source(kind: str, given: Path, weights: Path, step_dir: Path | None,
     run_dir = run_of_step(step_dir) if step_dir is not None else None
     cfg = run_config
     if cfg is None and run_dir is not None and (run_dir / CONFIG_FILE).is_file():
+        from dexrl.checkpoints.files.steps import is_complete, pick_checkpoint
         from dexrl.config.run_paths import open_run
-        from dexrl.runs.checkpoints import is_complete, pick_checkpoint
 
         if not is_complete(step_dir):
             pick_checkpoint(run_dir, checkpoint_step(step_dir))  # raises: incomplete
@@ -384,6 +384,6 @@ def _download_manifest(model_dir: Path) -> dict[str, Any] | None:
 
 
 def _read_json(path: Path) -> dict[str, Any]:
-    from dexrl.models.layout import read_json
+    from dexrl.checkpoints.files.layout import read_json
 
     return read_json(path, what=path.name)

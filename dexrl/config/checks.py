@@ -16,6 +16,7 @@ from omegaconf import DictConfig, OmegaConf
 from omegaconf.errors import OmegaConfBaseException
 
 from dexrl.catalog import SUITES, load_reference, policies, policy_for
+from dexrl.checkpoints.verify import check_checkpoint_dir
 from dexrl.config.algorithm_checks import check_grpo, check_noise, check_reward_filter
 from dexrl.config.algorithms import is_grouped
 from dexrl.config.modes import check_mode, check_pipeline, run_mode
@@ -23,7 +24,6 @@ from dexrl.config.placement import parse_placement
 from dexrl.config.schema import check_values
 from dexrl.dotted import positive, setting
 from dexrl.errors import Finding
-from dexrl.hub.verify import check_checkpoint_dir
 from dexrl.reach.rules import SECTION, check_env
 
 # Actions DM0 executes per chunk according to RLinf's Dexbotic docs and its model/dexbotic_dm0.yaml

@@ -8,13 +8,13 @@ from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
 
+from dexrl.checkpoints.files.layout import weight_files
+from dexrl.checkpoints.verify import Verification, verify_checkpoint
 from dexrl.config.checks import Facts
 from dexrl.doctor import CheckResult, fail, guarded, ok, skip, warn
 from dexrl.doctor.context import NO_CONFIG_FIX, Context
 from dexrl.errors import DexrlError
 from dexrl.hub.manifest import Manifest, read_download_manifest
-from dexrl.hub.verify import Verification, verify_checkpoint
-from dexrl.models.layout import weight_files
 from dexrl.runs.layout import RUNS_ROOT
 
 GB = 1e9

@@ -18,7 +18,7 @@ from typing import Any
 
 from omegaconf import DictConfig
 
-from dexrl.checkpoints.loading import load_eval_policy
+from dexrl.checkpoints.policy import load_eval_policy
 from dexrl.checkpoints.sources import CheckpointSource, locate_checkpoint, resolve_checkpoint
 from dexrl.evaluation import results as res
 from dexrl.evaluation.episode_loop import EpisodeResult, LoopSettings, Timings, run_episodes

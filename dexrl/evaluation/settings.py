@@ -124,7 +124,7 @@ def _default_num_envs() -> int:
 
 
 def _chunk_size(source: CheckpointSource) -> int:
-    from dexrl.models.layout import read_json
+    from dexrl.checkpoints.files.layout import read_json
 
     config = read_json(source.model_dir / "config.json", what="model config")
     return int(config.get("chunk_size", 50))

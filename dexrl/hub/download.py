@@ -10,6 +10,7 @@ from dataclasses import dataclass, field
 from datetime import datetime, timezone
 from pathlib import Path
 
+from dexrl.checkpoints.verify import Verification, verify_checkpoint
 from dexrl.errors import DexrlError
 from dexrl.hub.client import (
     ensure_writable,
@@ -23,7 +24,6 @@ from dexrl.hub.client import (
 from dexrl.hub.home import check_repo_id, checkpoint_dir
 from dexrl.hub.manifest import Manifest, read_download_manifest, remove_manifest, write_manifest
 from dexrl.hub.repos import KNOWN_REPOS
-from dexrl.hub.verify import Verification, verify_checkpoint
 
 _NOT_DEXBOTIC_HINT = (
     "this repository is not a Dexbotic π0/DM0 checkpoint; check the id "

@@ -187,7 +187,7 @@ def previous_run(run_dir: Path) -> Previous | None:
 def story(run_dir: Path) -> list[str]:
     """What happened to the folder's last run when it did not close its record, or what is wrong
     with the record and what dexrl assumes then (else [])."""
-    from dexrl.runs.checkpoints import last_complete
+    from dexrl.checkpoints.files.steps import last_complete
 
     problem = load(run_dir)[1]
     if problem is not None:

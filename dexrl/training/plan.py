@@ -14,14 +14,14 @@ from typing import Any
 from omegaconf import DictConfig, OmegaConf
 
 from dexrl.catalog import policy_for
+from dexrl.checkpoints.files.headers import read_weights
+from dexrl.checkpoints.files.layout import FROZEN_PREFIXES, weight_files
 from dexrl.config.algorithms import algorithm_of, algorithm_text
 from dexrl.config.checks import Facts
 from dexrl.config.modes import describe, run_mode
 from dexrl.config.placement import parse_placement
 from dexrl.config.resume_rules import planned_steps, steps_source
 from dexrl.errors import DexrlError, errors
-from dexrl.hub.weights import read_weights
-from dexrl.models.layout import FROZEN_PREFIXES, weight_files
 from dexrl.units import size
 
 GB = 1e9

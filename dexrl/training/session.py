@@ -24,8 +24,8 @@ from dexrl.runs.layout import SMOKE_CHECKPOINT
 if TYPE_CHECKING:
     from omegaconf import DictConfig
 
+    from dexrl.checkpoints.files.steps import Checkpoint
     from dexrl.config.validate import Validated
-    from dexrl.runs.checkpoints import Checkpoint
     from dexrl.training.forecast import Forecast
     from dexrl.training.plan import Plan
 
@@ -158,7 +158,7 @@ def run(ready: Ready) -> int:
 
 def interrupted_note(run_dir: Path) -> str:
     """What an interrupted run says last: where it stopped and how to go on."""
-    from dexrl.runs.checkpoints import last_complete
+    from dexrl.checkpoints.files.steps import last_complete
     from dexrl.runs.state import read
 
     step = read(run_dir).get("step", 0)
@@ -305,10 +305,10 @@ def start(new: NewRun) -> Ready:
     included); the config is the one :func:`prepare` checked, resolved."""
     from omegaconf import OmegaConf
 
+    from dexrl.checkpoints.files.steps import skipped
+    from dexrl.checkpoints.verify import check_checkpoint_dir
     from dexrl.config.resume_rules import planned_steps
     from dexrl.hub.manifest import checkpoint_provenance
-    from dexrl.hub.verify import check_checkpoint_dir
-    from dexrl.runs.checkpoints import skipped
     from dexrl.runs.layout import check_new_run_dir
     from dexrl.runs.record import resolved, write_run_files
     from dexrl.runs.state import story
@@ -391,12 +391,12 @@ def prepare_resume(request: ResumeRequest) -> Resumption:
     """
     from omegaconf import OmegaConf
 
+    from dexrl.checkpoints.files.steps import resume_point, skipped
     from dexrl.config.checks import Facts, run_config_checks
     from dexrl.config.overrides import RUN, apply_overrides, parse_overrides
     from dexrl.config.owned_keys import refuse_owned_overrides, set_run_folder
     from dexrl.config.resume_rules import check_steps_left, refuse_unsafe_changes
     from dexrl.config.run_paths import open_run
-    from dexrl.runs.checkpoints import resume_point, skipped
     from dexrl.runs.state import story
 
     overrides = list(request.overrides)

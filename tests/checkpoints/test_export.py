@@ -14,8 +14,7 @@ from safetensors import safe_open
 from safetensors.torch import load_file
 
 from dexrl.checkpoints.export import export_checkpoint, push_to_hub
-from dexrl.checkpoints.loading import load_eval_policy
-from dexrl.checkpoints.policy import load_policy
+from dexrl.checkpoints.policy import load_eval_policy, load_policy
 from dexrl.checkpoints.sources import resolve_checkpoint
 from dexrl.errors import DexrlError
 from dexrl.evaluation.episode_loop import EpisodeResult

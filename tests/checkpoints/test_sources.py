@@ -10,10 +10,10 @@ import pytest
 import torch
 from omegaconf import OmegaConf
 
-from dexrl.checkpoints.loading import load_eval_policy, read_training_weights
+from dexrl.checkpoints.files.steps import mark_complete, pick_checkpoint
+from dexrl.checkpoints.policy import load_eval_policy, read_training_weights
 from dexrl.checkpoints.sources import locate_checkpoint, resolve_checkpoint
 from dexrl.errors import DexrlError
-from dexrl.runs.checkpoints import mark_complete, pick_checkpoint
 from dexrl.runs.layout import WEIGHTS_IN_STEP
 
 

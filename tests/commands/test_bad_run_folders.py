@@ -20,9 +20,9 @@ from typer.testing import CliRunner
 
 from dexrl.cli import app
 from dexrl.config.owned_keys import OWNED_KEYS
-from dexrl.runs.checkpoints import latest_checkpoint
 from dexrl.runs.layout import MARKER, checkpoints_dir
 from dexrl.runs.state import STATE_FILE, begin, load
+from tests.helpers.checkpoints import latest_checkpoint
 
 runner = CliRunner()
 
@@ -116,7 +116,8 @@ KILLER = textwrap.dedent("""
     import os, signal, sys
     from pathlib import Path
     from dexrl.runs import durable
-    from dexrl.runs.checkpoints import latest_checkpoint, mark_complete
+    from dexrl.checkpoints.files.steps import mark_complete
+    from tests.helpers.checkpoints import latest_checkpoint
     from dexrl.runs.layout import MARKER, checkpoints_dir
     from dexrl.config.owned_keys import OWNED_KEYS
 

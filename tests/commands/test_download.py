@@ -124,16 +124,16 @@ def test_known_repo_downloads_verifies_and_records_provenance(hub, home, pi0_mai
     assert manifest.repo_id == PI0 and manifest.endpoint == hub.url
     assert manifest.files == {k: len(v) for k, v in pi0_main.items()}
     assert manifest.changed_files(dest) == []
-    from dexrl.hub.verify import verify_checkpoint
+    from dexrl.checkpoints.verify import verify_checkpoint
 
     params = verify_checkpoint(dest).weights.parameters
     for text in (f"main → {MAIN}", "dexbotic_pi0", f"{params:,} in", "float32",
                  "tensor names and shapes", f"Downloaded {PI0} to: {dest}",
                  f"actor.model.model_path={dest}", "no override needed"):
         assert text in result.output, result.output
-    from dexrl.models.pi0.loader import load_pi0_network
+    from dexrl.models.pi0.policy import Pi0Policy
 
-    load_pi0_network(dest)  # verified means the loader takes it
+    Pi0Policy.load_network(dest)  # verified means the loader takes it
 
 
 def test_dm0_is_verified_as_far_as_dexrl_can_and_says_so(hub) -> None:

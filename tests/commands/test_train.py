@@ -14,9 +14,9 @@ from helpers.modes import UMASKS, expected, modes, umask
 from omegaconf import OmegaConf
 from typer.testing import CliRunner
 
+from dexrl.checkpoints.files.steps import mark_complete
 from dexrl.cli import app
 from dexrl.config.resume_rules import config_diff, unsafe_changes
-from dexrl.runs.checkpoints import mark_complete
 from dexrl.runs.layout import MANIFEST_FILE, checkpoints_dir
 from dexrl.runs.record import resolved, use_wandb_run_id, write_run_files
 

@@ -7,9 +7,9 @@ from pathlib import Path
 
 from omegaconf import OmegaConf
 
+from dexrl.checkpoints.files.steps import mark_complete
 from dexrl.config.compose import compose
 from dexrl.errors import DexrlError, disk_full_error
-from dexrl.runs.checkpoints import mark_complete
 from dexrl.runs.state import Tracker
 from dexrl.training.session import LaunchOptions, Ready, interrupted_note, with_plan_facts
 

@@ -5,6 +5,7 @@ from __future__ import annotations
 from collections.abc import Callable
 from pathlib import Path
 
+from dexrl.checkpoints.verify import verify_checkpoint
 from dexrl.doctor.checkpoint_area import (
     GB,
     Provenance,
@@ -14,7 +15,6 @@ from dexrl.doctor.checkpoint_area import (
     read_provenance,
 )
 from dexrl.hub.manifest import MANIFEST_NAME, Manifest, write_manifest
-from dexrl.hub.verify import verify_checkpoint
 
 
 def manifest(files: dict[str, int]) -> Manifest:

@@ -9,8 +9,7 @@ import pytest
 import torch
 
 from dexrl.checkpoints.export import export_checkpoint
-from dexrl.checkpoints.loading import load_eval_policy
-from dexrl.checkpoints.policy import load_policy
+from dexrl.checkpoints.policy import load_eval_policy, load_policy
 from dexrl.checkpoints.sources import resolve_checkpoint
 from dexrl.evaluation.request import EvalRequest
 from dexrl.evaluation.settings import resolve_settings
@@ -50,7 +49,7 @@ def test_dm0_defaults(dm0_run: Path) -> None:
 
 def test_fixture_keys_equal_what_the_rlinf_dm0_adapter_saves(dm0_run: Path) -> None:
     from dexrl.bridge.policies.dm0 import build
-    from dexrl.checkpoints.loading import read_training_weights
+    from dexrl.checkpoints.policy import read_training_weights
     from dexrl.config.compose import compose
 
     source = resolve_checkpoint(dm0_run)

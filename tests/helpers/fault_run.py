@@ -14,7 +14,7 @@ import time
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from dexrl.runs.checkpoints import list_checkpoints
+from dexrl.checkpoints.files.steps import list_checkpoints
 from dexrl.runs.state import STATE_FILE
 
 REACH = ["train", "--suite", "reach", "--model", "pi0", "--smoke"]

@@ -46,10 +46,10 @@ def write_tiny_rlinf_run(run_dir: str | Path, base_dir: str | Path, *, step: int
     """
     from omegaconf import OmegaConf
 
+    from dexrl.checkpoints.files.steps import mark_complete
     from dexrl.config.compose import compose
     from dexrl.config.owned_keys import set_run_folder
     from dexrl.hub.manifest import checkpoint_provenance
-    from dexrl.runs.checkpoints import mark_complete
     from dexrl.runs.layout import WEIGHTS_IN_STEP
     from dexrl.runs.layout import step_dir as step_dir_of
     from dexrl.runs.record import resolved, write_run_files

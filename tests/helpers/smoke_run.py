@@ -15,11 +15,11 @@ from pathlib import Path
 
 from dexrl.bridge.launch.driver import launch
 from dexrl.bridge.registry import EXT_MODULE
+from dexrl.checkpoints.files.steps import pick_checkpoint
 from dexrl.config.compose import compose
 from dexrl.config.owned_keys import set_run_folder
 from dexrl.config.resume_rules import check_steps_left, planned_steps
 from dexrl.config.run_paths import open_run
-from dexrl.runs.checkpoints import pick_checkpoint
 from dexrl.training.progress import ProgressPrinter
 
 CONFIG = os.environ.get("DEXRL_SMOKE_CONFIG", "libero_spatial_ppo_dexbotic_pi0")

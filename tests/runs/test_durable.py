@@ -12,7 +12,7 @@ import pytest
 from helpers.modes import UMASKS, expected, modes, umask
 
 from dexrl.runs import durable
-from dexrl.runs.checkpoints import is_complete, mark_complete
+from dexrl.checkpoints.files.steps import is_complete, mark_complete
 from dexrl.runs.layout import CONFIG_FILE, MANIFEST_FILE, WANDB_ID_FILE
 from dexrl.runs.record import use_wandb_run_id, write_run_files
 

@@ -14,7 +14,7 @@ from pathlib import Path
 
 import pytest
 
-from dexrl.runs.checkpoints import mark_complete
+from dexrl.checkpoints.files.steps import mark_complete
 from dexrl.runs.state import (
     STATE_FILE,
     alive,

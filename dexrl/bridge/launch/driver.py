@@ -23,10 +23,10 @@ from dexrl.bridge.launch.output import Output
 from dexrl.bridge.launch.stop import Interrupted, StopSignals
 from dexrl.bridge.launch.supervisor import Supervisor
 from dexrl.bridge.registry import EXT_MODULE
+from dexrl.checkpoints.files.steps import Checkpoint, last_complete_fact, mark_complete
 from dexrl.config.owned_keys import check_run_folder
 from dexrl.config.run_watch import watch_from
 from dexrl.errors import DexrlError, disk_full, disk_full_error, disk_full_folder, one_line
-from dexrl.runs.checkpoints import Checkpoint, last_complete_fact, mark_complete
 from dexrl.runs.layout import LOG_FILE, WORKER_LOGS
 from dexrl.runs.record import use_wandb_run_id
 from dexrl.runs.state import begin, watch_private_ray

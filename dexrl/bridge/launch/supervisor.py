@@ -33,8 +33,8 @@ from dexrl.bridge.launch.failures import (
 )
 from dexrl.bridge.launch.output import Output
 from dexrl.bridge.launch.stop import Interrupted, StopSignals
+from dexrl.checkpoints.files.steps import last_complete, last_complete_fact
 from dexrl.errors import DexrlError, disk_full, disk_full_error, disk_full_folder
-from dexrl.runs.checkpoints import last_complete, last_complete_fact
 from dexrl.runs.divergence import Divergence, DivergenceWatch, StepHealth, step_health
 
 

@@ -25,7 +25,7 @@ from dexrl.bridge.policies.chain import (
 from dexrl.bridge.policies.fast_rollout import FastRollout, template_obs
 from dexrl.bridge.policies.prefix_cache import PrefixCacheSettings, PrefixStore, new_sample_ids
 from dexrl.bridge.policies.rollout_core import INPUTS
-from dexrl.checkpoints.policy import checkpoint_model_type
+from dexrl.checkpoints.verify import checkpoint_model_type
 from dexrl.errors import DexrlError
 from dexrl.models.flow.mot import ATTENTION, PrefixCache
 from dexrl.models.flow.network import ModelInputs

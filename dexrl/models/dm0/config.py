@@ -20,6 +20,28 @@ VISION_TOWER = "pe_lang_l14_728"  # the only tower Dexbotic's DM0 accepts
 # projector whose input width fits.
 PROJECTOR_TYPE = "linear4x"
 
+# Checkpoint entries Dexbotic saves but never uses: the LM heads of the LLM (top level) and of the
+# expert (a Qwen3 causal LM whose logits nothing reads), and the expert's token embeddings should
+# a checkpoint hold them (Dexbotic removes that module; the expert only ever sees embeddings).
+ALLOWED_EXTRA_KEYS = (
+    "lm_head.*",
+    "model.action_expert.lm_head.*",
+    "model.action_expert.model.embed_tokens.*",
+)
+# The mixed-precision rule DM0 states for bf16: the vision stem and position embedding and every
+# RMSNorm (decoder norms, q/k norms, final norms) stay float32. (Dexbotic's own name selectors
+# miss some of these, e.g. they name `vision_model.conv1`; the difference is bf16 rounding.)
+FLOAT32_KEYS = (
+    "model.mm_vision_tower.vision_tower.conv1.weight",
+    "model.mm_vision_tower.vision_tower.positional_embedding",
+    "model.llm.*layernorm.weight",
+    "model.llm.*_norm.weight",
+    "model.llm.norm.weight",
+    "model.action_expert.model.*layernorm.weight",
+    "model.action_expert.model.*_norm.weight",
+    "model.action_expert.model.norm.weight",
+)
+
 
 @dataclass
 class Dm0Config(FlowConfig):

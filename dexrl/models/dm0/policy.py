@@ -4,8 +4,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from dexrl.models.dm0.config import Dm0Config
-from dexrl.models.dm0.loader import load_dm0_network
+from dexrl.models.dm0.config import ALLOWED_EXTRA_KEYS, FLOAT32_KEYS, Dm0Config
 from dexrl.models.dm0.network import Dm0Network
 from dexrl.models.dm0.tokenization import Dm0PromptTokenizer
 from dexrl.models.flow.policy import FlowPolicy
@@ -22,7 +21,10 @@ class Dm0Policy(FlowPolicy):
     """
 
     network: Dm0Network
-    load_network = staticmethod(load_dm0_network)
+    config_class = Dm0Config
+    network_class = Dm0Network
+    extra_keys = ALLOWED_EXTRA_KEYS
+    float32_keys = FLOAT32_KEYS
 
     # A set model_max_length overrides tokenizer_config.json's: DM0 checkpoints may record a long
     # one (e.g. 2048) while Dexbotic trains with 200. Right padding never changes the outputs

@@ -11,7 +11,7 @@ from dexrl.specs import BUILTIN_TASKS, LIBERO_SUITES, ModelSpec, Policy
 
 
 def _extra_keys() -> tuple[str, ...]:
-    from dexrl.models.dm0.loader import ALLOWED_EXTRA_KEYS
+    from dexrl.models.dm0.config import ALLOWED_EXTRA_KEYS
 
     return ALLOWED_EXTRA_KEYS
 

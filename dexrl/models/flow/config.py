@@ -9,8 +9,8 @@ from typing import Any, Self
 
 from transformers import CONFIG_MAPPING, PretrainedConfig
 
+from dexrl.checkpoints.files.layout import read_json
 from dexrl.errors import DexrlError
-from dexrl.models.layout import read_json
 
 
 @dataclass

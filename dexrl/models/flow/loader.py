@@ -1,4 +1,6 @@
-"""Load a Dexbotic checkpoint's weights key for key into a flow network (π0 and DM0 loaders)."""
+"""The one flow loader: a Dexbotic checkpoint's weights key for key into a flow network (π0 and DM0
+declare their differences as data on their policy class, see
+:meth:`dexrl.models.flow.policy.FlowPolicy.load_network`)."""
 
 from __future__ import annotations
 
@@ -7,15 +9,15 @@ from pathlib import Path
 
 import torch
 
-from dexrl.models.flow.config import FlowConfig
-from dexrl.models.flow.projector import check_projector
-from dexrl.models.layout import weight_files
-from dexrl.models.weight_loading import (
+from dexrl.checkpoints.files.layout import weight_files
+from dexrl.checkpoints.files.weights import (
     NetworkT,
     build_and_load,
     checkpoint_dtype,
     read_state_dict,
 )
+from dexrl.models.flow.config import FlowConfig
+from dexrl.models.flow.projector import check_projector
 
 _LOW_PRECISION = (torch.bfloat16, torch.float16)
 
@@ -32,7 +34,7 @@ def load_weights(
 ) -> NetworkT:
     """Load ``ckpt_dir``'s weights key for key into ``build()``, in eval mode.
 
-    Shared by the π0 and DM0 loaders: checks the projector weights against ``config``, casts
+    Checks the projector weights against ``config``, casts
     floating weights to ``dtype`` (None: the checkpoint's) and loads strictly, tolerating the
     unused ``allowed_extra`` keys.
 

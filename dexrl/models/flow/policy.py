@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import fnmatch
 from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
 from typing import Any, ClassVar, Protocol, Self
@@ -10,6 +11,8 @@ import numpy as np
 import torch
 
 from dexrl.errors import DexrlError
+from dexrl.models.flow.config import FlowConfig
+from dexrl.models.flow.loader import load_weights
 from dexrl.models.flow.network import ModelInputs, MoTFlowNetwork
 from dexrl.models.images import ImagePreprocessor
 from dexrl.models.transforms import (
@@ -39,8 +42,9 @@ class PromptTokenizer(Protocol):
 class FlowPolicy:
     """A loaded flow-matching VLA with its tokenizer, image preprocessing and norm statistics.
 
-    Shared by π0 and DM0; subclasses set :attr:`load_network` and :attr:`load_tokenizer` and
-    implement :meth:`load_images`, which :meth:`from_checkpoint` uses.
+    Shared by π0 and DM0; subclasses declare their checkpoints as data (:attr:`config_class`,
+    :attr:`network_class`, :attr:`extra_keys`, :attr:`float32_keys`), set
+    :attr:`load_tokenizer` and implement :meth:`load_images`, which :meth:`from_checkpoint` uses.
 
     Args:
         network: The network (its device and dtype are used as they are).
@@ -79,10 +83,47 @@ class FlowPolicy:
         self.norm_stats = norm_stats
         self.norm_mode = norm_mode
 
-    # The model's loaders: (ckpt_dir, *, device, dtype, config) -> network in eval mode, and
+    # What a model's checkpoints hold, as data for the one flow loader (:meth:`load_network`):
+    # its config.json parser, its network, the checkpoint keys the network leaves unused (glob
+    # patterns) and those that stay float32 when the model runs in bf16 or fp16.
+    config_class: ClassVar[type[FlowConfig]]
+    network_class: ClassVar[Callable[[Any], MoTFlowNetwork]]
+    extra_keys: ClassVar[tuple[str, ...]] = ()
+    float32_keys: ClassVar[tuple[str, ...]] = ()
     # (ckpt_dir, model_max_length or None) -> prompt tokenizer.
-    load_network: ClassVar[Callable[..., MoTFlowNetwork]]
     load_tokenizer: ClassVar[Callable[[Path, int | None], PromptTokenizer]]
+
+    @classmethod
+    def keeps_float32(cls, key: str) -> bool:
+        """Whether checkpoint key ``key`` stays float32 when the model runs in bf16."""
+        return any(fnmatch.fnmatchcase(key, pattern) for pattern in cls.float32_keys)
+
+    @classmethod
+    def load_network(
+        cls,
+        ckpt_dir: str | Path,
+        *,
+        device: str | torch.device = "cpu",
+        dtype: torch.dtype | None = None,
+        config: Any = None,
+    ) -> MoTFlowNetwork:
+        """Load this model's network of ``ckpt_dir`` in eval mode, key for key.
+
+        Args:
+            ckpt_dir: Dexbotic checkpoint directory (config.json + safetensors).
+            device: Where the weights go (read there directly).
+            dtype: Floating dtype of every weight (but :attr:`float32_keys` in bf16 or fp16);
+                None keeps the checkpoint's (that of the first LLM layer when the file mixes
+                dtypes).
+            config: Already parsed ``config.json`` (read from ``ckpt_dir`` when None).
+
+        Raises:
+            DexrlError: missing/corrupt files, a config that disagrees with the weights, missing,
+                unexpected or mis-shaped weights.
+        """
+        parsed = config or cls.config_class.from_dir(ckpt_dir)
+        return load_weights(ckpt_dir, parsed, lambda: cls.network_class(parsed), cls.extra_keys,
+                            device=device, dtype=dtype, keeps_float32=cls.keeps_float32)
 
     @classmethod
     def load_images(cls, ckpt_dir: Path, config: Any) -> ImagePreprocessor:

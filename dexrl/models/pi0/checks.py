@@ -19,11 +19,10 @@ def check_pi0_tensors(config: dict[str, Any], tensors: Mapping[str, Any], *,
     """
     import torch
 
+    from dexrl.checkpoints.files.weights import load_strict
     from dexrl.models.flow.projector import check_projector
-    from dexrl.models.pi0.config import Pi0Config
-    from dexrl.models.pi0.loader import ALLOWED_EXTRA_KEYS
+    from dexrl.models.pi0.config import ALLOWED_EXTRA_KEYS, Pi0Config
     from dexrl.models.pi0.network import Pi0Network
-    from dexrl.models.weight_loading import load_strict
 
     try:
         parsed = Pi0Config.from_dict(config, source=config_source)

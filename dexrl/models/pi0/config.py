@@ -20,6 +20,14 @@ _SUB_CONFIGS = {
     "vision_config": "siglip_vision_model",
 }
 
+# Checkpoint entries Dexbotic saves but never uses: the expert's token embeddings (it only sees
+# embeddings) and SigLIP's attention-pooling head (features are the last hidden state).
+ALLOWED_EXTRA_KEYS = (
+    "model.action_expert.embed_tokens.*",
+    "model.mm_vision_tower.vision_tower.vision_model.head.*",
+)
+
+
 
 @dataclass
 class Pi0Config(FlowConfig):

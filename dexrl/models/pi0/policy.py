@@ -6,8 +6,7 @@ from pathlib import Path
 
 from dexrl.models.flow.policy import FlowPolicy
 from dexrl.models.images import ImagePreprocessor
-from dexrl.models.pi0.config import Pi0Config
-from dexrl.models.pi0.loader import load_pi0_network
+from dexrl.models.pi0.config import ALLOWED_EXTRA_KEYS, Pi0Config
 from dexrl.models.pi0.network import Pi0Network
 from dexrl.models.pi0.tokenization import Pi0PromptTokenizer
 
@@ -21,7 +20,9 @@ class Pi0Policy(FlowPolicy):
     """
 
     network: Pi0Network
-    load_network = staticmethod(load_pi0_network)
+    config_class = Pi0Config
+    network_class = Pi0Network
+    extra_keys = ALLOWED_EXTRA_KEYS
     load_tokenizer = staticmethod(Pi0PromptTokenizer.from_checkpoint)
 
     @classmethod

@@ -13,7 +13,7 @@ from safetensors.torch import save_file
 from torch import nn
 from transformers import CONFIG_MAPPING
 
-from dexrl.models.layout import INDEX_FILE, SINGLE_FILE
+from dexrl.checkpoints.files.layout import INDEX_FILE, SINGLE_FILE
 from dexrl.models.pi0.config import Pi0Config
 from dexrl.models.pi0.network import Pi0Network
 from dexrl.models.tiny_files import (

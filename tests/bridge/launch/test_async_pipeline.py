@@ -16,8 +16,9 @@ from helpers.smoke import DEXRL, run_process
 from omegaconf import OmegaConf
 
 from dexrl.bridge.launch.driver import BANNER
+from dexrl.checkpoints.files.steps import is_complete
 from dexrl.curves import read_run
-from dexrl.runs.checkpoints import is_complete, latest_checkpoint
+from tests.helpers.checkpoints import latest_checkpoint
 
 
 @pytest.mark.spawns

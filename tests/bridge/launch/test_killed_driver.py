@@ -15,8 +15,8 @@ from pathlib import Path
 import pytest
 from helpers.smoke import DEXRL, run_process, session_leftovers
 
-from dexrl.runs.checkpoints import latest_checkpoint
 from dexrl.runs.state import STATE_FILE
+from tests.helpers.checkpoints import latest_checkpoint
 
 pytestmark = pytest.mark.slow
 LEFTOVER_LIMIT_S = 15  # Ray's own agents outlived a killed driver by 1-2 minutes

@@ -20,12 +20,13 @@ from dexrl.bridge.launch.failures import FailureSignal, pending_calls
 from dexrl.bridge.launch.output import Output
 from dexrl.bridge.launch.supervisor import Supervisor
 from dexrl.bridge.registry import EXT_MODULE
+from dexrl.checkpoints.files.steps import Checkpoint, list_checkpoints, mark_complete
 from dexrl.config.owned_keys import check_run_folder, set_run_folder
 from dexrl.config.resume_rules import planned_steps
 from dexrl.errors import DexrlError
-from dexrl.runs.checkpoints import Checkpoint, latest_checkpoint, list_checkpoints, mark_complete
 from dexrl.runs.layout import MARKER, checkpoints_dir
 from dexrl.runs.opened import load_run_config
+from tests.helpers.checkpoints import latest_checkpoint
 
 
 def _cfg(**runner: object) -> OmegaConf:

@@ -19,7 +19,8 @@ import torch
 from helpers.ray_cluster import LocalCluster
 from helpers.smoke import DEXRL, run_process
 
-from dexrl.runs.checkpoints import is_complete, latest_checkpoint
+from dexrl.checkpoints.files.steps import is_complete
+from tests.helpers.checkpoints import latest_checkpoint
 
 # Actor on node 0, env and rollout on node 1: on nodes without GPUs RLinf's ids are node ranks.
 ACROSS = ["cluster.num_nodes=2", "~cluster.component_placement",

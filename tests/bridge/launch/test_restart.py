@@ -14,8 +14,9 @@ import pytest
 from helpers.smoke import DEXRL, run_process
 from omegaconf import OmegaConf
 
-from dexrl.runs.checkpoints import is_complete, latest_checkpoint, list_checkpoints
+from dexrl.checkpoints.files.steps import is_complete, list_checkpoints
 from dexrl.runs.state import read
+from tests.helpers.checkpoints import latest_checkpoint
 
 
 @pytest.mark.slow

@@ -18,8 +18,8 @@ from dexrl.bridge.launch.failures import FailureSignal, out_of_memory
 from dexrl.bridge.launch.output import Output, _Local, _Routed
 from dexrl.bridge.launch.stop import Interrupted, StopSignals
 from dexrl.bridge.launch.supervisor import Supervisor
+from dexrl.checkpoints.files.steps import list_checkpoints, mark_complete
 from dexrl.errors import DexrlError
-from dexrl.runs.checkpoints import list_checkpoints, mark_complete
 from dexrl.runs.divergence import DivergenceWatch, step_health
 from dexrl.runs.layout import MARKER
 

@@ -17,7 +17,8 @@ from helpers.smoke import DEXRL, run_process, session_leftovers, smoke
 from omegaconf import OmegaConf
 
 from dexrl.bridge.launch.driver import BANNER
-from dexrl.runs.checkpoints import is_complete, latest_checkpoint
+from dexrl.checkpoints.files.steps import is_complete
+from tests.helpers.checkpoints import latest_checkpoint
 
 # Peak proportional set size (shared pages split between processes) of the run's whole process
 # tree; measured ~7 GiB. The machine has 24 GiB, shared with other work.

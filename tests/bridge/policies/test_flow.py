@@ -21,7 +21,7 @@ from dexrl.bridge.policies.chain import RLSettings, unpack_chains
 from dexrl.bridge.policies.flow import FlowRLPolicy
 from dexrl.checkpoints.policy import load_policy
 from dexrl.errors import DexrlError
-from dexrl.models.dm0.loader import keeps_float32
+from dexrl.models.dm0.policy import Dm0Policy
 from dexrl.models.dm0.tiny import TINY_PROMPT_LENGTH, TINY_VISION
 from dexrl.models.flow.sampling import time_grid
 from dexrl.models.transforms import actions_to_env
@@ -276,7 +276,8 @@ def test_rlinf_get_model_builds_dexrls_registered_policy(model: str, model_cfg, 
     assert {p.dtype for p in built.parameters()} == dtypes
     if len(dtypes) > 1:  # DM0's rule: vision stem, position embedding, RMSNorms stay fp32
         fp32 = {n for n, p in built.named_parameters() if p.dtype == torch.float32}
-        assert fp32 and fp32 == {n for n, _ in built.named_parameters() if keeps_float32(n)}
+        assert fp32 and fp32 == {n for n, _ in built.named_parameters()
+                                 if Dm0Policy.keeps_float32(n)}
     assert built.settings.noise_level == cfg.dexbotic.noise_level
     assert built.settings.num_steps == cfg.num_steps
     assert built.has_value_head == cfg.add_value_head

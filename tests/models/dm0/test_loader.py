@@ -14,7 +14,7 @@ from safetensors.torch import load_file, save_file
 from dexrl.checkpoints.policy import load_policy
 from dexrl.errors import DexrlError
 from dexrl.models.dm0.config import Dm0Config
-from dexrl.models.dm0.loader import load_dm0_network
+from dexrl.models.dm0.policy import Dm0Policy
 from dexrl.models.dm0.tiny import write_tiny_dm0
 from dexrl.models.dm0.vision import PeVisionConfig
 
@@ -46,8 +46,8 @@ def test_sharded_bf16_checkpoint_with_unwrapped_stats(tmp_path: Path, tiny_dm0_d
     net = load_policy(ckpt).network
     assert net.model.llm.layers[0].mlp.up_proj.weight.dtype == torch.bfloat16  # checkpoint's
     assert net.model.llm.layers[0].input_layernorm.weight.dtype == torch.float32
-    as_fp32 = load_dm0_network(ckpt, dtype=torch.float32)
-    reference = load_dm0_network(tiny_dm0_dir)
+    as_fp32 = Dm0Policy.load_network(ckpt, dtype=torch.float32)
+    reference = Dm0Policy.load_network(tiny_dm0_dir)
     for name, param in as_fp32.state_dict().items():  # same seed: the bf16-rounded fp32 weights
         torch.testing.assert_close(param, reference.state_dict()[name].bfloat16().float())
 

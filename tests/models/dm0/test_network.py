@@ -12,14 +12,15 @@ import pytest
 import torch
 from helpers.network_inputs import TOKENS, model_inputs, noisy_actions
 
-from dexrl.models.dm0.loader import ALLOWED_EXTRA_KEYS, load_dm0_network
+from dexrl.models.dm0.config import ALLOWED_EXTRA_KEYS
 from dexrl.models.dm0.network import Dm0Network
+from dexrl.models.dm0.policy import Dm0Policy
 from dexrl.models.flow.network import ModelInputs
 
 
 @pytest.fixture(scope="module")
 def network(tiny_dm0_dir: Path) -> Dm0Network:
-    return load_dm0_network(tiny_dm0_dir)
+    return Dm0Policy.load_network(tiny_dm0_dir)
 
 
 def test_parameter_names_follow_the_dexbotic_dm0_layout(network: Dm0Network) -> None:
@@ -102,9 +103,10 @@ def test_state_is_not_a_model_input(network: Dm0Network) -> None:
 
 
 def test_bf16_keeps_the_mixed_precision_rule(tiny_dm0_dir: Path) -> None:
-    """Which parameters the rule keeps in float32 (that it is :func:`keeps_float32`, and the
-    actions, are checked in ``tests/models/flow/test_network.py``)."""
-    net = load_dm0_network(tiny_dm0_dir, dtype=torch.bfloat16)
+    """Which parameters the rule keeps in float32 (that it is
+    :meth:`Dm0Policy.keeps_float32`, and the actions, are checked in
+    ``tests/models/flow/test_network.py``)."""
+    net = Dm0Policy.load_network(tiny_dm0_dir, dtype=torch.bfloat16)
     dtypes = {name: p.dtype for name, p in net.named_parameters()}
     float32 = {name for name, dtype in dtypes.items() if dtype == torch.float32}
     tower = "model.mm_vision_tower.vision_tower."
@@ -141,7 +143,7 @@ def test_dm0_rms_norm_is_qwen3s_in_fp32_and_rounds_once_in_bf16() -> None:
 def test_dm0_towers_use_the_lean_norms(tiny_dm0_dir: Path) -> None:
     from dexrl.models.dm0.network import Dm0RMSNorm
 
-    network = load_dm0_network(tiny_dm0_dir, dtype=torch.bfloat16)
+    network = Dm0Policy.load_network(tiny_dm0_dir, dtype=torch.bfloat16)
     names = {type(m).__name__ for m in network.model.llm.modules()}
     assert "Qwen3RMSNorm" not in names and "Dm0RMSNorm" in names
     norm = network.model.action_expert.model.layers[0].self_attn.q_norm

@@ -15,13 +15,13 @@ import torch
 from helpers.network_inputs import model_inputs, noisy_actions
 from safetensors.torch import load_file
 
-from dexrl.models.dm0.loader import keeps_float32, load_dm0_network
+from dexrl.models.dm0.policy import Dm0Policy
 from dexrl.models.flow.network import ModelInputs
 from dexrl.models.flow.sampling import time_grid
-from dexrl.models.pi0.loader import load_pi0_network
+from dexrl.models.pi0.policy import Pi0Policy
 
-LOADERS: dict[str, Callable[..., torch.nn.Module]] = {"pi0": load_pi0_network,
-                                                      "dm0": load_dm0_network}
+LOADERS: dict[str, Callable[..., torch.nn.Module]] = {"pi0": Pi0Policy.load_network,
+                                                      "dm0": Dm0Policy.load_network}
 # π0's prompts leave out Gemma's special ids (below 4); DM0's come from the whole vocabulary.
 FIRST_TOKEN = {"pi0": 4, "dm0": 0}
 # The least change of the velocity when a used view changes (DM0's tiny PE tower moves it less).
@@ -30,7 +30,7 @@ VIEW_EFFECT = {"pi0": 1e-3, "dm0": 1e-4}
 EXTRA_TENSORS = {"pi0": set(), "dm0": {"lm_head.weight", "model.action_expert.lm_head.weight"}}
 # Parameters kept in float32 when the network is loaded in bf16.
 KEEPS_FLOAT32: dict[str, Callable[[str], bool]] = {"pi0": lambda name: False,
-                                                   "dm0": keeps_float32}
+                                                   "dm0": Dm0Policy.keeps_float32}
 
 
 @pytest.fixture(scope="module")

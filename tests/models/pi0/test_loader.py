@@ -12,7 +12,7 @@ from safetensors.torch import load_file, save_file
 
 from dexrl.checkpoints.policy import load_policy
 from dexrl.errors import DexrlError
-from dexrl.models.pi0.loader import load_pi0_network
+from dexrl.models.pi0.policy import Pi0Policy
 from dexrl.models.pi0.tiny import write_tiny_pi0
 
 Copy = Callable[[], Path]
@@ -35,7 +35,7 @@ def _edit_config(ckpt: Path, edit: Callable[[dict], None]) -> None:
 
 def _load_error(ckpt: Path) -> DexrlError:
     with pytest.raises(DexrlError) as info:
-        load_pi0_network(ckpt)
+        Pi0Policy.load_network(ckpt)
     return info.value
 
 
@@ -71,8 +71,8 @@ def test_shape_mismatch_is_named(tiny_pi0_copy: Copy) -> None:
 def test_allowed_extra_keys_are_tolerated(tmp_path: Path, tiny_pi0_dir: Path) -> None:
     ckpt = write_tiny_pi0(tmp_path / "extra", seed=0, extra_keys=True)
     assert "model.action_expert.embed_tokens.weight" in load_file(str(ckpt / "model.safetensors"))
-    net = load_pi0_network(ckpt)
-    reference = load_pi0_network(tiny_pi0_dir)
+    net = Pi0Policy.load_network(ckpt)
+    reference = Pi0Policy.load_network(tiny_pi0_dir)
     assert net.model.action_expert.embed_tokens is None
     ours, theirs = net.state_dict(), reference.state_dict()
     assert ours.keys() == theirs.keys()
@@ -86,8 +86,8 @@ def test_sharded_equals_single(tmp_path: Path, tiny_pi0_dir: Path) -> None:
         "model-00002-of-00002.safetensors",
     ]
     assert (ckpt / "model.safetensors.index.json").is_file()
-    single = load_pi0_network(tiny_pi0_dir).state_dict()
-    sharded = load_pi0_network(ckpt).state_dict()
+    single = Pi0Policy.load_network(tiny_pi0_dir).state_dict()
+    sharded = Pi0Policy.load_network(ckpt).state_dict()
     assert single.keys() == sharded.keys()
     assert all(torch.equal(single[k], sharded[k]) for k in single)
 
@@ -103,9 +103,9 @@ def test_missing_shard_names_the_index(tmp_path: Path) -> None:
 
 def test_bf16_checkpoint_keeps_its_dtype_unless_asked(tmp_path: Path) -> None:
     ckpt = write_tiny_pi0(tmp_path / "bf16", seed=0, dtype=torch.bfloat16)
-    as_saved = load_pi0_network(ckpt)
+    as_saved = Pi0Policy.load_network(ckpt)
     assert {p.dtype for p in as_saved.parameters()} == {torch.bfloat16}
-    as_fp32 = load_pi0_network(ckpt, dtype=torch.float32)
+    as_fp32 = Pi0Policy.load_network(ckpt, dtype=torch.float32)
     assert {p.dtype for p in as_fp32.parameters()} == {torch.float32}
     key = "model.llm.layers.0.self_attn.q_proj.weight"
     assert torch.equal(as_fp32.state_dict()[key], as_saved.state_dict()[key].float())
@@ -114,7 +114,7 @@ def test_bf16_checkpoint_keeps_its_dtype_unless_asked(tmp_path: Path) -> None:
 def test_projector_type_defaults_to_mlp2x_gelu_when_absent(tiny_pi0_copy: Copy) -> None:
     ckpt = tiny_pi0_copy()
     _edit_config(ckpt, lambda c: c.pop("mm_projector_type"))
-    assert load_pi0_network(ckpt).config.projector_type == "mlp2x_gelu"
+    assert Pi0Policy.load_network(ckpt).config.projector_type == "mlp2x_gelu"
 
 
 def test_projector_type_mismatch_is_reported(tiny_pi0_copy: Copy) -> None:
@@ -131,7 +131,7 @@ def test_linear_projectors_load_and_run(tmp_path: Path, projector: str) -> None:
     ckpt = write_tiny_pi0(tmp_path / projector, seed=0, projector=projector)
     names = set(load_file(str(ckpt / "model.safetensors")))
     assert ("model.mm_projector.bias" in names) == (projector == "linear")
-    net = load_pi0_network(ckpt)
+    net = Pi0Policy.load_network(ckpt)
     assert net.model.mm_projector.weight.shape == (32, 24)
 
 

@@ -12,13 +12,13 @@ import torch
 from helpers.network_inputs import model_inputs, noisy_actions
 
 from dexrl.models.flow.network import ModelInputs
-from dexrl.models.pi0.loader import load_pi0_network
 from dexrl.models.pi0.network import Pi0Network
+from dexrl.models.pi0.policy import Pi0Policy
 
 
 @pytest.fixture(scope="module")
 def network(tiny_pi0_dir: Path) -> Pi0Network:
-    return load_pi0_network(tiny_pi0_dir)
+    return Pi0Policy.load_network(tiny_pi0_dir)
 
 
 def test_parameter_names_equal_dexbotic_checkpoint_keys(network: Pi0Network) -> None:

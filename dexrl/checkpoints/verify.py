@@ -14,9 +14,9 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from dexrl.catalog import load_reference, model_types, policy_for
+from dexrl.checkpoints.files.headers import WeightStats, read_weights
+from dexrl.checkpoints.files.layout import INDEX_FILE, read_json, weight_files
 from dexrl.errors import DexrlError, Finding, errors, findings_from
-from dexrl.hub.weights import WeightStats, read_weights
-from dexrl.models.layout import INDEX_FILE, weight_files
 
 
 def read_config_json(path: Path) -> tuple[dict | None, Finding | None]:
@@ -37,6 +37,21 @@ def read_config_json(path: Path) -> tuple[dict | None, Finding | None]:
         return None, Finding("error", str(cfg_file), "config.json is not a JSON object",
                              "re-download the checkpoint", code="model-json-not-object")
     return data, None
+
+
+def checkpoint_model_type(ckpt_dir: str | Path) -> str:
+    """The ``model_type`` of a checkpoint's config.json; DexrlError when no policy has it."""
+    config_path = Path(ckpt_dir) / "config.json"
+    model_type = read_json(config_path, what="model config").get("model_type")
+    supported = model_types()
+    if model_type not in supported:
+        raise DexrlError(
+            f"model_type {model_type!r} is not supported",
+            hint=f"use a checkpoint of type {', '.join(supported)}",
+            where=str(config_path),
+            code="model-type-unsupported",
+        )
+    return model_type
 
 
 def check_checkpoint_dir(path: Path, expected_model_type: str | None = None) -> list[Finding]:

@@ -1,5 +1,5 @@
 """Reading checkpoint weights: single or sharded safetensors into tensors, strict key accounting
-(the folder's files themselves: :mod:`dexrl.models.layout`)."""
+(the folder's files themselves: :mod:`dexrl.checkpoints.files.layout`)."""
 
 from __future__ import annotations
 
@@ -13,8 +13,8 @@ import torch
 from safetensors import SafetensorError, safe_open
 from torch import nn
 
+from dexrl.checkpoints.files.layout import INDEX_FILE, preview
 from dexrl.errors import DexrlError
-from dexrl.models.layout import INDEX_FILE, preview
 
 # The checkpoint's compute dtype: RLinf casts the whole model to the dtype of this weight.
 DTYPE_REFERENCE_KEY = "model.llm.layers.0.self_attn.q_proj.weight"

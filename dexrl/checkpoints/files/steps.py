@@ -9,7 +9,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from dexrl.errors import DexrlError
-from dexrl.runs import durable
+from dexrl.runs.durable import sync_tree, write_json
 from dexrl.runs.layout import MARKER, checkpoint_step, checkpoints_dir
 
 
@@ -153,11 +153,7 @@ def mark_complete(checkpoint: Path, step: int) -> Path:
     The checkpoint's files are fsynced first, so that after a power loss a marker never
     survives the files it vouches for.
     """
-    durable.sync_tree(checkpoint)
-    return durable.write_json(Path(checkpoint) / MARKER,
-                              {"step": step, "written": time.strftime("%Y-%m-%dT%H:%M:%S")})
+    sync_tree(checkpoint)
+    return write_json(Path(checkpoint) / MARKER,
+                      {"step": step, "written": time.strftime("%Y-%m-%dT%H:%M:%S")})
 
-
-def latest_checkpoint(run_dir: Path) -> Path:
-    """The complete checkpoint with the highest step (incomplete ones are skipped)."""
-    return pick_checkpoint(run_dir).path

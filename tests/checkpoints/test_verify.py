@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from dexrl.hub.verify import check_checkpoint_dir
+from dexrl.checkpoints.verify import check_checkpoint_dir
 
 
 def test_a_file_is_not_called_missing(tmp_path: Path) -> None:

@@ -9,8 +9,8 @@ import pytest
 import torch
 from safetensors.torch import save_file
 
-from dexrl.hub.verify import verify_checkpoint
-from dexrl.hub.weights import HeaderError, read_header
+from dexrl.checkpoints.files.headers import HeaderError, read_header
+from dexrl.checkpoints.verify import verify_checkpoint
 from dexrl.models.pi0.tiny import write_tiny_pi0
 from dexrl.models.tiny_files import write_norm_stats
 
