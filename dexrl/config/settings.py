@@ -59,6 +59,11 @@ def setting(type_: str, meaning: str, *, range: str | None = None,  # noqa: A002
                                          "choices": choices, "warn": warn, "each": each})
 
 
+def unlisted(type_: str) -> Any:
+    """A setting the code reads that the schema does not describe (read as :func:`setting`)."""
+    return field(default=None, metadata={"type": type_, "each": False, "listed": False})
+
+
 def section(cls: type, *, each: bool = False) -> Any:
     """A nested group of settings; ``each``: one of several groups of one schema (``env.*``)."""
     return field(default_factory=cls, metadata={"section": cls, "each": each})
@@ -85,7 +90,7 @@ def is_type(type_: str, value: Any) -> bool:
     raise ValueError(f"unknown schema type {type_!r}")
 
 
-def positive(value: int | None, default: int = 1) -> int:
+def positive_or(value: int | None, default: int = 1) -> int:
     """An integer setting if it is positive, else ``default``."""
     return value if value is not None and value > 0 else default
 
@@ -109,7 +114,7 @@ def schema_entries(cls: type, prefix: str = "") -> list[tuple[str, dict[str, Any
                 starred.add(meta["section"])
             name = "*" if meta["each"] else f.name
             out += schema_entries(meta["section"], f"{prefix}{name}.")
-        else:
+        elif meta.get("listed", True):
             out.append((f"{prefix}{f.name}" + (".*" if meta["each"] else ""), dict(meta)))
     return out
 
@@ -139,15 +144,16 @@ def _child(node: Any, name: str) -> Any:
 
 
 def _leaf(raw: Any, meta: Any) -> Any:
-    if isinstance(raw, (DictConfig, ListConfig)):
+    if isinstance(raw, (DictConfig, ListConfig)) and not meta["each"]:
         try:
             raw = OmegaConf.to_container(raw, resolve=True)
         except OmegaConfBaseException:
             return None
     if raw is _UNREADABLE:
         return None
-    if meta["each"]:
-        return raw if isinstance(raw, dict) else None
+    if meta["each"]:  # a mapping; an entry that does not resolve reads as None
+        return {k: _leaf(_child(raw, str(k)), {**meta, "each": False, "type": "str|int|null"})
+                for k in raw} if isinstance(raw, DictConfig) else None
     return raw if any(is_type(t, raw) for t in meta["type"].split("|")) else None
 
 
@@ -775,6 +781,9 @@ class RolloutModel:
         "str", "Checkpoint the rollout loads; equals actor.model.model_path.")
     precision: str | int | None = setting(
         "str|int|null", "Weight dtype of the rollout.", choices=PRECISIONS)
+    # RLinf's copies of actor.model's (a set copy must equal the actor's value).
+    num_action_chunks: int | None = unlisted("int")
+    num_steps: int | None = unlisted("int")
 
 
 @dataclass(frozen=True)
@@ -848,3 +857,8 @@ class Settings:
     def read(cls, cfg: Any) -> Settings:
         """The settings of a composed config (a DictConfig or a plain dict), leniently."""
         return read_section(cls, cfg)
+
+
+def settings_of(cfg: Any) -> Settings:
+    """``cfg`` if it is already :class:`Settings`, else the settings read from the config."""
+    return cfg if isinstance(cfg, Settings) else Settings.read(cfg)
