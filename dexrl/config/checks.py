@@ -125,7 +125,7 @@ def check_env_arithmetic(s: Settings, sizes: dict[str, int]) -> list[Finding]:
     stages = positive_or(s.rollout.pipeline_stage_num)
     chunks = positive_or(s.actor.model.num_action_chunks)
     val = given(s.runner.val_check_interval, -1)
-    eval_on = (isinstance(val, int) and val > 0) or given(s.runner.only_eval, False) is True
+    eval_on = (isinstance(val, int) and val > 0) or s.runner.only_eval is True
     for split in ("train", "eval"):
         if split == "eval" and not eval_on:
             continue

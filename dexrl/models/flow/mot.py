@@ -94,7 +94,7 @@ def run_towers(
         inputs: One segment per tower, None for towers that sit this pass out.
         cache: Keys/values of earlier tokens every query of this pass may attend to (per mask).
         keep_cache: Return this pass's keys/values as a cache (only without ``cache``).
-        attention: One of :data:`ATTENTION`.
+        attention: One of :data:`dexrl.models.choices.ATTENTION`.
 
     Returns:
         Per tower its final-normed output (or None), and the new cache when ``keep_cache``.
