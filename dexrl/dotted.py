@@ -24,16 +24,12 @@ def setting(cfg: DictConfig, key: str, default: Any = None) -> Any:
     return OmegaConf.select(cfg, key, default=default, throw_on_resolution_failure=False)
 
 
-def integer(cfg: DictConfig, key: str, default: int) -> int:
-    """An integer setting, or ``default`` when it is not one."""
-    value = setting(cfg, key, default)
-    return value if isinstance(value, int) and not isinstance(value, bool) else default
-
-
 def positive(cfg: DictConfig, key: str, default: int = 1) -> int:
-    """A positive integer setting, or ``default`` when it is not one."""
-    value = integer(cfg, key, default)
-    return value if value > 0 else default
+    """A positive integer setting, or ``default`` when it is not one (the mode checks' reader,
+    until they read :mod:`dexrl.config.settings`)."""
+    value = setting(cfg, key, default)
+    ok = isinstance(value, int) and not isinstance(value, bool) and value > 0
+    return value if ok else default
 
 
 def run_mode(cfg: Any) -> str:

@@ -6,9 +6,9 @@ Design notes: docs/algorithms.md.
 
 from __future__ import annotations
 
-from collections.abc import Sequence
 from typing import Any
 
+from dexrl.config.settings import given, settings_of
 from dexrl.errors import DexrlError
 
 ALGOS = ("ppo", "grpo")
@@ -65,43 +65,34 @@ def _libero(suite: str | None, config: str | None) -> bool:
 
 def algorithm_of(cfg: Any) -> str:
     """``grpo`` for a group-relative advantage (RLinf's ``grpo``, ``grpo_dynamic``), else
-    ``ppo`` (GAE and the others RLinf registers train with the PPO loss too)."""
-    adv = str(_select(cfg, "algorithm.adv_type", "gae"))
+    ``ppo`` (GAE and the others RLinf registers train with the PPO loss too); ``cfg``: a config
+    or its :class:`~dexrl.config.settings.Settings`."""
+    adv = str(given(settings_of(cfg).algorithm.adv_type, "gae"))
     return "grpo" if adv.startswith("grpo") else "ppo"
 
 
 def is_grouped(cfg: Any) -> bool:
     """Whether the advantage compares the episodes of a group (RLinf asserts group_size > 1)."""
-    return str(_select(cfg, "algorithm.adv_type", "gae")) in _GROUPED
+    return str(given(settings_of(cfg).algorithm.adv_type, "gae")) in _GROUPED
 
 
 def algorithm_text(cfg: Any) -> str:
     """The algorithm and the exploration noise in words (``train --dry-run``)."""
-    adv = _select(cfg, "algorithm.adv_type", "gae")
-    loss = _select(cfg, "algorithm.loss_type", "actor_critic")
-    critic = ("a value head (critic)" if _select(cfg, "actor.model.add_value_head", False)
-              else "no value head")
-    group = _select(cfg, "algorithm.group_size", 1)
-    grouping = f", groups of {group} envs on one initial state" if is_grouped(cfg) else ""
-    noise = _select(cfg, "actor.model.dexbotic.noise_method", "flow_sde")
+    s = settings_of(cfg)
+    algorithm, model = s.algorithm, s.actor.model
+    adv = given(algorithm.adv_type, "gae")
+    loss = given(algorithm.loss_type, "actor_critic")
+    critic = "a value head (critic)" if given(model.add_value_head, False) else "no value head"
+    group = given(algorithm.group_size, 1)
+    grouping = f", groups of {group} envs on one initial state" if is_grouped(s) else ""
+    noise = given(model.dexbotic.noise_method, "flow_sde")
     if noise == "flow_noise":
-        bounds = _select(cfg, "actor.model.dexbotic.noise_logvar_range", [0.08, 0.16])
-        listed = isinstance(bounds, Sequence) and not isinstance(bounds, str)
-        shown = ", ".join(str(b) for b in bounds) if listed else bounds
+        shown = ", ".join(str(b) for b in given(model.dexbotic.noise_logvar_range, [0.08, 0.16]))
         noise_text = f"flow_noise (learned std in [{shown}], every step scored)"
     else:
-        noise_text = f"{noise} (level {_select(cfg, 'actor.model.dexbotic.noise_level', 0.5)})"
-    return (f"{algorithm_of(cfg)} (adv_type {adv}, loss_type {loss}, {critic}{grouping}); "
+        noise_text = f"{noise} (level {given(model.dexbotic.noise_level, 0.5)})"
+    return (f"{algorithm_of(s)} (adv_type {adv}, loss_type {loss}, {critic}{grouping}); "
             f"noise {noise_text}")
-
-
-def _select(cfg: Any, key: str, default: Any) -> Any:
-    """``key``'s value, ``default`` when absent, None or an interpolation that does not resolve
-    (the schema reports those)."""
-    from dexrl.dotted import setting
-
-    value = setting(cfg, key, default)
-    return default if value is None else value
 
 
 __all__ = ["ALGOS", "ALGO_HELP", "ALGO_SUMMARY", "NOISES", "NOISE_HELP", "NOISE_SUMMARY",

@@ -13,7 +13,6 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from omegaconf import DictConfig, OmegaConf
-from omegaconf.errors import OmegaConfBaseException
 
 from dexrl.catalog import SUITES, load_reference, policies, policy_for
 from dexrl.checkpoints.verify import check_checkpoint_dir
@@ -22,7 +21,7 @@ from dexrl.config.algorithms import is_grouped
 from dexrl.config.modes import check_mode, check_pipeline, run_mode
 from dexrl.config.placement import parse_placement
 from dexrl.config.schema import check_values
-from dexrl.dotted import positive, setting
+from dexrl.config.settings import Settings, given, positive_or
 from dexrl.errors import Finding
 from dexrl.reach.rules import SECTION, check_env
 
@@ -31,13 +30,6 @@ from dexrl.reach.rules import SECTION, check_env
 COMPONENTS = ("actor", "rollout", "env")
 # Actor settings that the rollout (and the Dexbotic section) read again under other keys: a set
 # copy must equal the actor's value.
-_MIRRORED_KEYS = {
-    "actor.model.num_action_chunks": (
-        "actor.model.dexbotic.action_chunk",
-        "rollout.model.num_action_chunks",
-    ),
-    "actor.model.num_steps": ("actor.model.dexbotic.num_steps", "rollout.model.num_steps"),
-}
 
 
 @dataclass(frozen=True)
@@ -49,25 +41,25 @@ class Facts:
     cpu_only: bool = False  # the run has no GPU (``--smoke``)
 
 
-def placement_world_sizes(cfg: DictConfig, facts: Facts) -> tuple[dict[str, int], list[Finding]]:
+def placement_world_sizes(s: Settings, facts: Facts) -> tuple[dict[str, int], list[Finding]]:
     """World size per component from ``cluster.component_placement``, plus grammar findings."""
     findings: list[Finding] = []
-    num_nodes = positive(cfg, "cluster.num_nodes", 0)
+    num_nodes = positive_or(s.cluster.num_nodes, 0)
     if not num_nodes:
         return {}, []  # the schema reports the value
     total = num_nodes * facts.gpus_per_node
-    placement = setting(cfg, "cluster.component_placement")
-    if not isinstance(placement, DictConfig) or not len(placement):
+    placement = s.cluster.component_placement
+    if not isinstance(placement, dict) or not len(placement):
         return {}, [Finding("error", "cluster.component_placement", "missing or empty",
                             "e.g. cluster.component_placement='{actor,env,rollout: all}'",
                             code="placement-missing")]
     sizes: dict[str, int] = {}
     for names in placement:
         where = f"cluster.component_placement.{names}"
+        if placement[names] is None:
+            continue  # an interpolation that does not resolve: the schema reports it
         try:
             ids = parse_placement(placement[names], total)
-        except OmegaConfBaseException:
-            continue  # an interpolation that does not resolve: the schema reports it
         except ValueError as exc:
             findings.append(Finding("error", where, f"bad placement: {exc}",
                                     "use 'all' or ids and ranges like '0-3,6'",
@@ -98,20 +90,21 @@ def placement_world_sizes(cfg: DictConfig, facts: Facts) -> tuple[dict[str, int]
     return sizes, findings
 
 
-def check_env_arithmetic(cfg: DictConfig, sizes: dict[str, int]) -> list[Finding]:
+def check_env_arithmetic(s: Settings, sizes: dict[str, int]) -> list[Finding]:
     """RLinf's divisibility rules for env counts, chunks and pipeline stages."""
     findings: list[Finding] = []
     env_ws = sizes.get("env") or 0
-    stages = positive(cfg, "rollout.pipeline_stage_num")
-    chunks = positive(cfg, "actor.model.num_action_chunks")
-    val = setting(cfg, "runner.val_check_interval", -1)
-    eval_on = (isinstance(val, int) and val > 0) or setting(cfg, "runner.only_eval", False) is True
+    stages = positive_or(s.rollout.pipeline_stage_num)
+    chunks = positive_or(s.actor.model.num_action_chunks)
+    val = given(s.runner.val_check_interval, -1)
+    eval_on = (isinstance(val, int) and val > 0) or s.runner.only_eval is True
     for split in ("train", "eval"):
         if split == "eval" and not eval_on:
             continue
+        env = getattr(s.env, split)
         key = f"env.{split}.total_num_envs"
-        n = positive(cfg, key, 0)
-        group = positive(cfg, f"env.{split}.group_size", positive(cfg, "algorithm.group_size"))
+        n = positive_or(env.total_num_envs, 0)
+        group = positive_or(env.group_size, positive_or(s.algorithm.group_size))
         if not n:
             continue  # the schema reports the value
         if env_ws and n % env_ws:
@@ -131,7 +124,7 @@ def check_env_arithmetic(cfg: DictConfig, sizes: dict[str, int]) -> list[Finding
                     "error", key, f"{per // stages} envs per stage are not divisible by "
                     f"group_size={group}", f"use a multiple of {env_ws * stages * group} envs",
                     code="env-groups-uneven"))
-        steps = positive(cfg, f"env.{split}.max_steps_per_rollout_epoch")
+        steps = positive_or(env.max_steps_per_rollout_epoch)
         if steps % chunks:
             findings.append(Finding(
                 "error", f"env.{split}.max_steps_per_rollout_epoch",
@@ -140,10 +133,10 @@ def check_env_arithmetic(cfg: DictConfig, sizes: dict[str, int]) -> list[Finding
     return findings
 
 
-def check_batch_arithmetic(cfg: DictConfig, sizes: dict[str, int]) -> list[Finding]:
+def check_batch_arithmetic(s: Settings, sizes: dict[str, int]) -> list[Finding]:
     """Global batch must split into micro-batches over every actor rank."""
-    gbs = positive(cfg, "actor.global_batch_size", 0)
-    mbs = positive(cfg, "actor.micro_batch_size", 0)
+    gbs = positive_or(s.actor.global_batch_size, 0)
+    mbs = positive_or(s.actor.micro_batch_size, 0)
     ws = sizes.get("actor") or 0
     if ws and gbs and mbs and gbs % (mbs * ws):
         return [Finding("error", "actor.global_batch_size",
@@ -153,7 +146,7 @@ def check_batch_arithmetic(cfg: DictConfig, sizes: dict[str, int]) -> list[Findi
     return []
 
 
-def check_rollout_split(cfg: DictConfig, sizes: dict[str, int]) -> list[Finding]:
+def check_rollout_split(s: Settings, sizes: dict[str, int], mode: str) -> list[Finding]:
     """How RLinf hands a step's trajectories to the actor ranks and cuts them into batches.
 
     Each env process and pipeline stage splits its envs into ``lcm(actor, senders) / senders``
@@ -161,8 +154,8 @@ def check_rollout_split(cfg: DictConfig, sizes: dict[str, int]) -> list[Finding]
     rank then asserts that its samples split into global batches of its share.
     """
     actor_ws, env_ws = sizes.get("actor") or 0, sizes.get("env") or 0
-    n = positive(cfg, "env.train.total_num_envs", 0)
-    senders = env_ws * positive(cfg, "rollout.pipeline_stage_num")
+    n = positive_or(s.env.train.total_num_envs, 0)
+    senders = env_ws * positive_or(s.rollout.pipeline_stage_num)
     if not (actor_ws and senders and n) or n % senders:
         return []  # the env arithmetic reports an uneven split
     parts = math.lcm(actor_ws, senders) // senders
@@ -171,12 +164,12 @@ def check_rollout_split(cfg: DictConfig, sizes: dict[str, int]) -> list[Finding]
                         f"{n // senders} envs per env process and stage do not split into "
                         f"{parts} equal parts, one per actor rank ({actor_ws} actor ranks)",
                         f"use a multiple of {senders * parts} envs", code="env-actor-split-uneven")]
-    steps = positive(cfg, "env.train.max_steps_per_rollout_epoch")
-    chunks = positive(cfg, "actor.model.num_action_chunks")
-    gbs = positive(cfg, "actor.global_batch_size", 0)
-    calls = steps // chunks * positive(cfg, "env.train.rollout_epoch")
+    steps = positive_or(s.env.train.max_steps_per_rollout_epoch)
+    chunks = positive_or(s.actor.model.num_action_chunks)
+    gbs = positive_or(s.actor.global_batch_size, 0)
+    calls = steps // chunks * positive_or(s.env.train.rollout_epoch)
     # Async PPO trains on store-sized batches instead; check_mode checks those.
-    if gbs and steps % chunks == 0 and run_mode(cfg) != "async" and (calls * n) % gbs:
+    if gbs and steps % chunks == 0 and mode != "async" and (calls * n) % gbs:
         return [Finding("error", "actor.global_batch_size",
                         f"{gbs} does not divide the {calls * n} samples of a step ({calls} policy "
                         f"calls per env × {n} envs); RLinf asserts it in the actor's first update",
@@ -185,20 +178,20 @@ def check_rollout_split(cfg: DictConfig, sizes: dict[str, int]) -> list[Finding]
     return []
 
 
-def check_algorithm(cfg: DictConfig) -> list[Finding]:
+def check_algorithm(s: Settings) -> list[Finding]:
     """PPO actor-critic needs a value head; a setting RLinf's embodied actor ignores is named."""
     findings: list[Finding] = []
-    loss = setting(cfg, "algorithm.loss_type")
+    loss = s.algorithm.loss_type
     # GRPO's own checks name a critic loss (algorithm-grpo-loss, mode-async-grpo).
-    if loss in ("actor_critic", "decoupled_actor_critic") and not is_grouped(cfg) and not setting(
-            cfg, "actor.model.add_value_head", False):
+    if loss in ("actor_critic", "decoupled_actor_critic") and not is_grouped(s) and not given(
+            s.actor.model.add_value_head, False):
         findings.append(Finding("error", "actor.model.add_value_head",
                                 f"algorithm.loss_type={loss} needs a value head",
                                 "set actor.model.add_value_head=True",
                                 code="algorithm-value-head-missing"))
-    if (setting(cfg, "algorithm.normalize_advantages", True) is False
-            and setting(cfg, "algorithm.adv_type") == "gae"
-            and not setting(cfg, "runner.use_training_pipeline", False)):
+    if (given(s.algorithm.normalize_advantages, True) is False
+            and s.algorithm.adv_type == "gae"
+            and not given(s.runner.use_training_pipeline, False)):
         findings.append(Finding(
             "warning", "algorithm.normalize_advantages",
             "false has no effect: RLinf 0.3.0's embodied actor always normalizes GAE advantages "
@@ -207,20 +200,20 @@ def check_algorithm(cfg: DictConfig) -> list[Finding]:
     return findings
 
 
-def check_runner(cfg: DictConfig) -> list[Finding]:
+def check_runner(s: Settings) -> list[Finding]:
     """Checkpoint cadence against the run length and the validation cadence."""
     findings: list[Finding] = []
-    max_steps = positive(cfg, "runner.max_steps", 0)
-    save = positive(cfg, "runner.save_interval", 0)
-    val = positive(cfg, "runner.val_check_interval", 0)
+    max_steps = positive_or(s.runner.max_steps, 0)
+    save = positive_or(s.runner.save_interval, 0)
+    val = positive_or(s.runner.val_check_interval, 0)
     if max_steps and save > max_steps:
         findings.append(Finding("warning", "runner.save_interval",
                                 f"{save} exceeds runner.max_steps={max_steps}: only the final "
                                 "step is checkpointed, so a crash loses the whole run",
                                 f"use a value ≤ {max_steps}", code="runner-save-after-end"))
-    steps = setting(cfg, "runner.max_steps")
+    steps = s.runner.max_steps
     if isinstance(steps, int) and not isinstance(steps, bool) and steps < 0:
-        epochs = setting(cfg, "runner.max_epochs")
+        epochs = s.runner.max_epochs
         findings.append(Finding("warning", "runner.max_steps",
                                 f"{steps} is negative: RLinf runs runner.max_epochs = {epochs} "
                                 "steps", "set runner.max_steps to the number of steps to run "
@@ -234,10 +227,10 @@ def check_runner(cfg: DictConfig) -> list[Finding]:
     return findings
 
 
-def check_model(cfg: DictConfig, facts: Facts) -> list[Finding]:
+def check_model(s: Settings, facts: Facts) -> list[Finding]:
     """Model type, paths, train/eval consistency, and the checkpoint when it exists."""
     findings: list[Finding] = []
-    model_type = setting(cfg, "actor.model.model_type")
+    model_type = s.actor.model.model_type
     known = {p.model_type for p in policies().values()}
     if model_type not in known:
         from dexrl.plugins import discover
@@ -249,17 +242,24 @@ def check_model(cfg: DictConfig, facts: Facts) -> list[Finding]:
                                 f"'{model_type}' is not a dexrl policy",
                                 f"use one of {', '.join(sorted(known))}",
                                 code="config-model-type-unknown"))
-    actor_path = setting(cfg, "actor.model.model_path")
-    rollout_path = setting(cfg, "rollout.model.model_path")
+    actor_path = s.actor.model.model_path
+    rollout_path = s.rollout.model.model_path
     if actor_path != rollout_path:
         findings.append(Finding("error", "rollout.model.model_path",
                                 f"differs from actor.model.model_path ({rollout_path!r} vs "
                                 f"{actor_path!r})", "set actor.model.model_path only; the "
                                 "rollout follows it", code="config-copy-differs"))
-    for source, copies in _MIRRORED_KEYS.items():
-        value = setting(cfg, source)
-        for key in copies:
-            other = setting(cfg, key)
+    # Actor settings that the rollout (and the Dexbotic section) read again under other keys: a
+    # set copy must equal the actor's value.
+    model, dexbotic, rollout = s.actor.model, s.actor.model.dexbotic, s.rollout.model
+    mirrored = {("actor.model.num_action_chunks", model.num_action_chunks): (
+                    ("actor.model.dexbotic.action_chunk", dexbotic.action_chunk),
+                    ("rollout.model.num_action_chunks", rollout.num_action_chunks)),
+                ("actor.model.num_steps", model.num_steps): (
+                    ("actor.model.dexbotic.num_steps", dexbotic.num_steps),
+                    ("rollout.model.num_steps", rollout.num_steps))}
+    for (source, value), copies in mirrored.items():
+        for key, other in copies:
             if other is not None and other != value:
                 findings.append(Finding("error", key, f"{other} differs from {source}={value}",
                                         f"set {source} only", code="config-copy-differs"))
@@ -268,7 +268,7 @@ def check_model(cfg: DictConfig, facts: Facts) -> list[Finding]:
         # standalone one, whatever the training config says (docs/configs.md).
         horizon, shipped = SUITES[facts.suite].horizon, SUITES[facts.suite].shipped_horizon
         for split in ("train", "eval"):
-            mes = setting(cfg, f"env.{split}.max_episode_steps")
+            mes = getattr(s.env, split).max_episode_steps
             if isinstance(mes, int) and mes not in (horizon, shipped):
                 also = f" and from the shipped configs' {shipped}" if shipped else ""
                 findings.append(Finding(
@@ -289,35 +289,36 @@ def check_model(cfg: DictConfig, facts: Facts) -> list[Finding]:
     return findings
 
 
-def check_dexbotic(cfg: DictConfig) -> list[Finding]:
-    """dexrl's ``actor.model.dexbotic`` keys, then the model's own checks (its spec's hook)."""
+def check_dexbotic(cfg: DictConfig, s: Settings) -> list[Finding]:
+    """dexrl's ``actor.model.dexbotic`` keys, then the model's own checks (its spec's hook, which
+    takes the config: the plugin contract)."""
     findings: list[Finding] = []
-    level = setting(cfg, "actor.model.dexbotic.noise_level")
-    if setting(cfg, "actor.model.dexbotic.noise_method") == "flow_cps" and isinstance(
+    level = s.actor.model.dexbotic.noise_level
+    if s.actor.model.dexbotic.noise_method == "flow_cps" and isinstance(
             level, (int, float)) and level > 1:
         findings.append(Finding("error", "actor.model.dexbotic.noise_level",
                                 f"{level} exceeds 1, the largest flow_cps noise level (an angle "
                                 "fraction)", "use a value in [0, 1] with flow_cps",
                                 code="policy-setting-out-of-range"))
-    model_type = setting(cfg, "actor.model.model_type")
+    model_type = s.actor.model.model_type
     policy = policy_for(model_type) if isinstance(model_type, str) else None
     if policy is not None and policy.model.check_config is not None:
         findings += load_reference(policy.model.check_config)(cfg)
     return findings
 
 
-def check_rollout_speed(cfg: DictConfig, facts: Facts) -> list[Finding]:
+def check_rollout_speed(s: Settings, facts: Facts) -> list[Finding]:
     """RLinf's rollout compile and CUDA-graph keys, where they cannot work."""
     findings: list[Finding] = []
-    graphs = setting(cfg, "rollout.enable_cuda_graph") is True
-    mode = setting(cfg, "rollout.torch_compile_mode", "max-autotune-no-cudagraphs")
+    graphs = s.rollout.enable_cuda_graph is True
+    mode = given(s.rollout.torch_compile_mode, "max-autotune-no-cudagraphs")
     if graphs and facts.cpu_only:
         findings.append(Finding("error", "rollout.enable_cuda_graph",
                                 "CUDA graphs need a GPU and this run has none",
                                 "set rollout.enable_cuda_graph=false (rollout."
                                 "enable_torch_compile works on a CPU)",
                                 code="policy-cuda-graph-no-gpu"))
-    if graphs and setting(cfg, "rollout.enable_torch_compile") is True and mode in (
+    if graphs and s.rollout.enable_torch_compile is True and mode in (
             "reduce-overhead", "max-autotune"):
         findings.append(Finding("error", "rollout.torch_compile_mode",
                                 f"{mode} records CUDA graphs itself, which cannot run inside "
@@ -325,7 +326,7 @@ def check_rollout_speed(cfg: DictConfig, facts: Facts) -> list[Finding]:
                                 "set rollout.torch_compile_mode=max-autotune-no-cudagraphs (or "
                                 "default) with rollout.enable_cuda_graph",
                                 code="policy-compile-mode-graphs"))
-    if graphs and setting(cfg, "rollout.enable_offload") is True:
+    if graphs and s.rollout.enable_offload is True:
         findings.append(Finding("warning", "rollout.enable_cuda_graph",
                                 "with rollout.enable_offload the graphs are released before "
                                 "every offload and captured again after every reload: a "
@@ -336,11 +337,11 @@ def check_rollout_speed(cfg: DictConfig, facts: Facts) -> list[Finding]:
     return findings
 
 
-def check_tasks(cfg: DictConfig) -> list[Finding]:
+def check_tasks(cfg: DictConfig, s: Settings) -> list[Finding]:
     """The settings of dexrl's cued reach task, in each env config that runs it."""
     findings: list[Finding] = []
     for split in ("train", "eval"):
-        if setting(cfg, f"env.{split}.dexrl_env") != SECTION:
+        if getattr(s.env, split).dexrl_env != SECTION:
             continue
         env = cfg.env[split]
         findings += check_env(*(OmegaConf.to_container(env.get(key) or {}, resolve=True)
@@ -348,28 +349,31 @@ def check_tasks(cfg: DictConfig) -> list[Finding]:
     return findings
 
 
-def run_config_checks(cfg: DictConfig, facts: Facts) -> list[Finding]:
-    """The value schema, then every check across keys, in a stable order; collects all problems.
+def run_config_checks(cfg: DictConfig, facts: Facts,
+                      settings: Settings | None = None) -> list[Finding]:
+    """The value schema, then every check across keys, in a stable order; collects all problems
+    (``settings``: the config's, when the caller has read them).
 
     A cross-key finding at, or naming, a key whose value the schema already refused is left out:
     it would only restate that error.
     """
     values = check_values(cfg)
     bad = {f.where for f in values if f.level == "error"}
-    sizes, findings = placement_world_sizes(cfg, facts)
-    findings += check_env_arithmetic(cfg, sizes)
-    findings += check_batch_arithmetic(cfg, sizes)
-    findings += check_rollout_split(cfg, sizes)
+    s = settings or Settings.read(cfg)
+    sizes, findings = placement_world_sizes(s, facts)
+    findings += check_env_arithmetic(s, sizes)
+    findings += check_batch_arithmetic(s, sizes)
+    findings += check_rollout_split(s, sizes, run_mode(cfg))
     findings += check_mode(cfg, sizes, facts)
     findings += check_pipeline(cfg)
-    findings += check_algorithm(cfg)
-    findings += check_grpo(cfg, sizes)
-    findings += check_reward_filter(cfg)
-    findings += check_noise(cfg)
-    findings += check_runner(cfg)
-    findings += check_model(cfg, facts)
-    findings += check_dexbotic(cfg)
-    findings += check_rollout_speed(cfg, facts)
-    findings += check_tasks(cfg)
+    findings += check_algorithm(s)
+    findings += check_grpo(s, sizes, run_mode(cfg))
+    findings += check_reward_filter(s)
+    findings += check_noise(s)
+    findings += check_runner(s)
+    findings += check_model(s, facts)
+    findings += check_dexbotic(cfg, s)
+    findings += check_rollout_speed(s, facts)
+    findings += check_tasks(cfg, s)
     return values + [f for f in findings
                      if f.where not in bad and not any(f"{k}=" in f.message for k in bad)]

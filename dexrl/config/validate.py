@@ -9,6 +9,7 @@ from typing import TYPE_CHECKING
 from omegaconf import DictConfig
 
 from dexrl.config.compose import compose, resolve_config_name, suite_of
+from dexrl.config.settings import Settings
 
 if TYPE_CHECKING:
     from dexrl.errors import Finding
@@ -16,11 +17,13 @@ if TYPE_CHECKING:
 
 @dataclass
 class Validated:
-    """A composed config and everything the checks found."""
+    """A composed config, everything the checks found, and its typed settings (read once the
+    config is complete: :func:`check_composed`)."""
 
     name: str
     cfg: DictConfig
     findings: list[Finding]
+    settings: Settings | None = None
 
 
 def compose_and_check(
@@ -64,4 +67,6 @@ def check_composed(composed: Validated, suite: str | None, gpus_per_node: int = 
     cfg = composed.cfg
     place_async(cfg, gpus_per_node, cpu_only)
     facts = Facts(suite=suite_of(cfg, suite), gpus_per_node=gpus_per_node, cpu_only=cpu_only)
-    return Validated(composed.name, cfg, composed.findings + run_config_checks(cfg, facts))
+    settings = Settings.read(cfg)
+    found = run_config_checks(cfg, facts, settings)
+    return Validated(composed.name, cfg, composed.findings + found, settings)

@@ -18,10 +18,11 @@ from collections.abc import Iterator
 from dataclasses import asdict, dataclass
 from typing import Any
 
-from omegaconf import DictConfig, OmegaConf
+from omegaconf import DictConfig
 
 from dexrl.cluster import OtherRay, live_nodes, other_ray_instances
 from dexrl.config.compose import renders
+from dexrl.config.settings import settings_of
 from dexrl.doctor import GIB, CheckResult, cuda, extension, fail, guarded, ok, skip, warn
 from dexrl.doctor.context import NO_CONFIG_FIX, Context
 from dexrl.errors import one_line
@@ -155,7 +156,7 @@ def planned_nodes(cfg: DictConfig | None, alive: int) -> int:
     """``cluster.num_nodes`` of the config (without one: the nodes that are there)."""
     if cfg is None:
         return alive
-    return int(OmegaConf.select(cfg, "cluster.num_nodes", default=1) or 1)
+    return int(settings_of(cfg).cluster.num_nodes or 1)
 
 
 def check_nodes(r: RayFacts, cfg: DictConfig | None, gpus_per_node: int | None) -> CheckResult:
@@ -260,14 +261,12 @@ def check_other_ray(o: OtherRay) -> CheckResult:
 def env_processes(cfg: DictConfig) -> int:
     """LIBERO env processes a run keeps alive: train envs, plus eval envs when eval is on (dexrl's
     own tasks run inside the env worker: none)."""
-    def sel(key: str, default: Any) -> Any:
-        return OmegaConf.select(cfg, key, default=default) or default
-
-    only_eval = bool(sel("runner.only_eval", False))
-    eval_on = sel("runner.val_check_interval", -1) > 0 or only_eval
+    s = settings_of(cfg)
+    only_eval = bool(s.runner.only_eval)
+    eval_on = (s.runner.val_check_interval or -1) > 0 or only_eval
     train_on = not only_eval and renders(cfg, "train")
-    total = int(sel("env.train.total_num_envs", 0)) if train_on else 0
-    return total + (int(sel("env.eval.total_num_envs", 0)) if eval_on and renders(cfg, "eval")
+    total = int(s.env.train.total_num_envs or 0) if train_on else 0
+    return total + (int(s.env.eval.total_num_envs or 0) if eval_on and renders(cfg, "eval")
                     else 0)
 
 

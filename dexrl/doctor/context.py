@@ -9,6 +9,8 @@ from typing import Any
 
 from omegaconf import DictConfig, OmegaConf
 
+from dexrl.config.settings import Settings
+
 DEFAULT_SUITE = "libero_spatial"
 
 
@@ -73,8 +75,14 @@ class Context:
     quick: bool = False
     facts: dict[str, Any] = field(default_factory=dict)
 
+    @property
+    def settings(self) -> Settings | None:
+        """The config's typed settings, or None without a config."""
+        return None if self.cfg is None else Settings.read(self.cfg)
+
     def select(self, key: str, default: Any = None) -> Any:
-        """A config value, or ``default`` without a config."""
+        """A config value, or ``default`` without a config (for callers not yet on
+        :attr:`settings`)."""
         if self.cfg is None:
             return default
         return OmegaConf.select(self.cfg, key, default=default)

@@ -15,9 +15,10 @@ from collections.abc import Iterator
 from dataclasses import asdict, dataclass
 from typing import Any
 
-from omegaconf import DictConfig, OmegaConf
+from omegaconf import DictConfig
 
 from dexrl.config.placement import parse_placement
+from dexrl.config.settings import given, settings_of
 from dexrl.doctor import GIB, CheckResult, fail, guarded, ok, skip, warn
 from dexrl.doctor.context import NO_CONFIG_FIX, Context
 from dexrl.errors import one_line
@@ -150,9 +151,10 @@ def check_devices(f: CudaFacts) -> CheckResult:
 
 def gpus_needed_per_node(cfg: DictConfig) -> int:
     """GPUs each node needs for ``cluster.component_placement`` (ids are global over nodes)."""
-    nodes = int(OmegaConf.select(cfg, "cluster.num_nodes", default=1) or 1)
+    cluster = settings_of(cfg).cluster
+    nodes = int(cluster.num_nodes or 1)
     need = 1  # "all" needs at least one GPU per node
-    for spec in (OmegaConf.select(cfg, "cluster.component_placement", default=None) or {}).values():
+    for spec in (cluster.component_placement or {}).values():
         if isinstance(spec, str) and spec.strip() == "all":
             continue
         try:
@@ -170,7 +172,7 @@ def check_placement(f: CudaFacts, cfg: DictConfig | None) -> CheckResult:
         return skip("cuda.placement", "no config to place", NO_CONFIG_FIX)
     need = gpus_needed_per_node(cfg)
     have = len(f.gpus) if f.available else 0
-    nodes = OmegaConf.select(cfg, "cluster.num_nodes", default=1)
+    nodes = given(settings_of(cfg).cluster.num_nodes, 1)
     if have < need:
         return fail("cuda.placement",
                     f"cluster.component_placement needs {need} GPU(s) per node on {nodes} "

@@ -8,10 +8,11 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 
-from omegaconf import DictConfig, OmegaConf
+from omegaconf import DictConfig
 
 from dexrl.bridge.launch.worker_probe import RoundTrip
 from dexrl.bridge.registry import EXT_MODULE, builders
+from dexrl.config.settings import settings_of
 from dexrl.doctor import CheckResult, fail, ok
 from dexrl.errors import DexrlError
 from dexrl.plugins import PluginProblem, discover
@@ -19,7 +20,7 @@ from dexrl.plugins import PluginProblem, discover
 
 def model_types(cfg: DictConfig | None) -> list[str]:
     """The config's model type, or every registered policy (plugins' included) without a config."""
-    chosen = OmegaConf.select(cfg, "actor.model.model_type") if cfg is not None else None
+    chosen = settings_of(cfg).actor.model.model_type if cfg is not None else None
     return [str(chosen)] if chosen else sorted(builders())
 
 

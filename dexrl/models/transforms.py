@@ -17,10 +17,10 @@ import numpy as np
 import torch
 
 from dexrl.errors import DexrlError
+from dexrl.models.choices import NORM_MODES
 
 MODEL_DIM = 32
 NormMode = Literal["mean_std", "quantile"]
-NORM_MODES: tuple[str, ...] = ("mean_std", "quantile")
 _EPS = 1e-6
 
 # Values that make a padded stats dim an identity map under both modes (Dexbotic's denorm pads

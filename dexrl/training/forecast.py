@@ -15,7 +15,7 @@ from typing import Any
 
 from omegaconf import DictConfig
 
-from dexrl.dotted import setting
+from dexrl.config.settings import Settings, given, settings_of
 from dexrl.training.calibrations import CALIBRATIONS, Calibration, Points
 from dexrl.training.plan import saves_between
 
@@ -168,38 +168,41 @@ def fit(work: StepWork, measured: dict[str, float], base: Calibration, *, measur
                             else first_step_extra_s))
 
 
-def work_of(cfg: DictConfig, plan: Any) -> StepWork:
+def work_of(cfg: DictConfig | Settings, plan: Any) -> StepWork:
     """The :class:`StepWork` of one GPU's share, from a validated config and its plan."""
+    s = settings_of(cfg)
     ranks = {comp: len(slots) or 1 for comp, slots in plan.placement.items()}
-    envs = int(setting(cfg, "env.train.total_num_envs")) // ranks.get("env", 1)
-    chunks = int(setting(cfg, "actor.model.num_action_chunks", 1))
+    envs = int(s.env.train.total_num_envs) // ranks.get("env", 1)  # type: ignore[arg-type]
+    chunks = int(given(s.actor.model.num_action_chunks, 1))
     cache = plan.prefix_cache
-    update_epochs = int(setting(cfg, "algorithm.update_epoch", 1))
+    update_epochs = int(given(s.algorithm.update_epoch, 1))
     return StepWork(
-        envs=envs, stages=int(setting(cfg, "rollout.pipeline_stage_num", 1)),
-        rollout_epochs=int(setting(cfg, "env.train.rollout_epoch", 1)),
-        chunk_steps=int(setting(cfg, "env.train.max_steps_per_rollout_epoch")) // chunks,
+        envs=envs, stages=int(given(s.rollout.pipeline_stage_num, 1)),
+        rollout_epochs=int(given(s.env.train.rollout_epoch, 1)),
+        chunk_steps=int(s.env.train.max_steps_per_rollout_epoch) // chunks,  # type: ignore[arg-type]
         actions_per_chunk=chunks, samples=plan.samples / ranks.get("actor", 1),
         update_epochs=update_epochs,
         prefix_passes=cache.passes if cache is not None else update_epochs,
-        rollout_path=rollout_path(cfg),
-        overlap_bootstrap=setting(cfg, "runner.overlap_env_bootstrap", False) is True)
+        rollout_path=rollout_path(s),
+        overlap_bootstrap=s.runner.overlap_env_bootstrap is True)
 
 
-def rollout_path(cfg: DictConfig) -> str:
+def rollout_path(cfg: DictConfig | Settings) -> str:
     """``eager``, ``compiled``, ``graphed`` or ``compiled+graphed``, from the rollout's keys."""
-    compiled = setting(cfg, "rollout.enable_torch_compile", False) is True
-    graphed = setting(cfg, "rollout.enable_cuda_graph", False) is True
+    s = settings_of(cfg)
+    compiled = s.rollout.enable_torch_compile is True
+    graphed = s.rollout.enable_cuda_graph is True
     return "+".join(p for p, on in (("compiled", compiled), ("graphed", graphed)) if on) or "eager"
 
 
-def unsupported(cfg: DictConfig, plan: Any) -> str | None:
+def unsupported(cfg: DictConfig | Settings, plan: Any) -> str | None:
     """Why the model cannot forecast this run, or None."""
+    s = settings_of(cfg)
     if plan.mode != "sync":
         return f"measured on synchronous steps only (this run: --mode {plan.mode})"
-    if setting(cfg, "actor.model.dexbotic.train_expert_only", False) is not True:
+    if s.actor.model.dexbotic.train_expert_only is not True:
         return "measured with train_expert_only only (this run trains every parameter)"
-    if setting(cfg, "actor.model.joint_logprob", False) is True:
+    if s.actor.model.joint_logprob is True:
         return "measured with one scored denoising step only (this run: flow_noise's joint " \
                "log-prob, about 4x the training time: docs/algorithms.md)"
     return None
@@ -217,12 +220,13 @@ def choose(device: str, model_type: str, params: float, env: str = "libero"
     return None
 
 
-def env_of(cfg: DictConfig) -> str:
+def env_of(cfg: DictConfig | Settings) -> str:
     """The env a run's training steps: a dexrl task's name, else RLinf's ``env_type``."""
-    return str(setting(cfg, "env.train.dexrl_env", None) or setting(cfg, "env.train.env_type"))
+    train = settings_of(cfg).env.train
+    return str(train.dexrl_env or train.env_type)
 
 
-def make_forecast(cfg: DictConfig, plan: Any, device: str, *, from_step: int = 0
+def make_forecast(cfg: DictConfig | Settings, plan: Any, device: str, *, from_step: int = 0
                   ) -> Forecast | str:
     """The forecast of a run on ``device`` (a GPU's name, or ``cpu``), or why there is none.
 
@@ -232,26 +236,27 @@ def make_forecast(cfg: DictConfig, plan: Any, device: str, *, from_step: int = 0
         device: What each rank runs on.
         from_step: The step a resume continues from.
     """
-    if (why := unsupported(cfg, plan)) is not None:
+    s = settings_of(cfg)
+    if (why := unsupported(s, plan)) is not None:
         return why
-    model_type, env = str(setting(cfg, "actor.model.model_type")), env_of(cfg)
+    model_type, env = str(s.actor.model.model_type), env_of(s)
     cal = choose(device, model_type, plan.params, env)
     if cal is None:
         known = ", ".join(sorted({f"{c.model_type} ({c.size}) with {c.env} on {c.device}"
                                   for c in CALIBRATIONS}))
         return f"no measurements of {model_type} with {env} on {device} yet (measured: {known})"
     try:
-        work = work_of(cfg, plan)
+        work = work_of(s, plan)
         phases = step_phases(work, cal)
     except (TypeError, ValueError, ZeroDivisionError) as exc:  # a plan line, never a failure
         return f"the config does not say what a step does ({type(exc).__name__}: {exc})"
     notes = []
-    attention = str(setting(cfg, "actor.model.dexbotic.attention", "eager"))
+    attention = str(given(s.actor.model.dexbotic.attention, "eager"))
     if attention != cal.attention:
         notes.append(f"measured with {cal.attention} attention, not {attention}")
-    if int(setting(cfg, "actor.model.num_steps", cal.denoise_steps)) != cal.denoise_steps:
+    if int(given(s.actor.model.num_steps, cal.denoise_steps)) != cal.denoise_steps:
         notes.append(f"rollout calls measured at {cal.denoise_steps} denoising steps")
-    suite = setting(cfg, "env.train.task_suite_name", None)
+    suite = s.env.train.task_suite_name
     if env == "libero" and suite not in (None, MEASURED_SUITE):
         notes.append(f"LIBERO measured on {MEASURED_SUITE}; {suite}'s scenes may step at "
                      "another speed")

@@ -11,7 +11,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from omegaconf import DictConfig, OmegaConf
+from omegaconf import DictConfig
 
 from dexrl.catalog import policy_for
 from dexrl.checkpoints.files.headers import read_weights
@@ -21,6 +21,7 @@ from dexrl.config.checks import Facts
 from dexrl.config.modes import describe, run_mode
 from dexrl.config.placement import parse_placement
 from dexrl.config.resume_rules import planned_steps, steps_source
+from dexrl.config.settings import Dexbotic, Settings, given, settings_of
 from dexrl.errors import DexrlError, errors
 from dexrl.units import size
 
@@ -84,20 +85,17 @@ class PrefixCachePlan:
         return self.cached_fraction + (1 - self.cached_fraction) * self.update_epochs
 
 
-def _sel(cfg: DictConfig, key: str, default: object = None) -> object:
-    return OmegaConf.select(cfg, key, default=default)
-
-
-def placement(cfg: DictConfig, gpus_per_node: int) -> dict[str, list[tuple[int, int]]]:
+def placement(cfg: DictConfig | Settings, gpus_per_node: int) -> dict[str, list[tuple[int, int]]]:
     """(node, GPU) of every rank of each component in ``cluster.component_placement``.
 
     On nodes without GPUs (``gpus_per_node`` 0) RLinf's placement ids are node ranks, one
     process each: the same as one GPU per node.
     """
+    cluster = settings_of(cfg).cluster
     per_node = max(gpus_per_node, 1)
-    total = int(_sel(cfg, "cluster.num_nodes", 1)) * per_node
+    total = int(given(cluster.num_nodes, 1)) * per_node
     out: dict[str, list[tuple[int, int]]] = {}
-    for names, spec in _sel(cfg, "cluster.component_placement").items():
+    for names, spec in (cluster.component_placement or {}).items():
         ids = sorted(set(parse_placement(spec, total)))
         for name in str(names).split(","):
             out[name.strip()] = [(i // per_node, i % per_node) for i in ids]
@@ -133,62 +131,66 @@ def checkpoint_sizes(ckpt_dir: Path) -> tuple[float, float] | None:
     return float(stats.parameters), float(stats.parameters - frozen)
 
 
-def make_plan(cfg: DictConfig, facts: Facts, ckpt_dir: Path | None = None) -> Plan:
+def make_plan(cfg: DictConfig, facts: Facts, ckpt_dir: Path | None = None,
+              settings: Settings | None = None) -> Plan:
     """Compute the plan of one run from a validated config.
 
     Args:
         cfg: The config.
+        settings: Its settings, when the caller has read them.
         facts: Suite and GPUs per node.
         ckpt_dir: The checkpoint to size the model by (default: ``actor.model.model_path``).
     """
-    plan = Plan(placement=placement(cfg, facts.gpus_per_node))
+    s = settings or Settings.read(cfg)
+    train, model, dexbotic = s.env.train, s.actor.model, s.actor.model.dexbotic
+    plan = Plan(placement=placement(s, facts.gpus_per_node))
     plan.global_steps, plan.steps_from = planned_steps(cfg), steps_source(cfg)
     plan.mode, plan.mode_text = run_mode(cfg), describe(cfg)
-    plan.algorithm, plan.algorithm_text = algorithm_of(cfg), algorithm_text(cfg)
-    envs = int(_sel(cfg, "env.train.total_num_envs"))
-    epochs = int(_sel(cfg, "env.train.rollout_epoch", 1))
-    steps = int(_sel(cfg, "env.train.max_steps_per_rollout_epoch"))
-    chunks = int(_sel(cfg, "actor.model.num_action_chunks", 1))
+    plan.algorithm, plan.algorithm_text = algorithm_of(s), algorithm_text(s)
+    envs = int(train.total_num_envs)  # type: ignore[arg-type]  # validated: set
+    epochs = int(given(train.rollout_epoch, 1))
+    steps = int(train.max_steps_per_rollout_epoch)  # type: ignore[arg-type]
+    chunks = int(given(model.num_action_chunks, 1))
     plan.env_steps = envs * epochs * steps
     rollout_ranks = len(plan.placement.get("rollout", [])) or 1
-    stages = int(_sel(cfg, "rollout.pipeline_stage_num", 1))
+    stages = int(given(s.rollout.pipeline_stage_num, 1))
     plan.policy_calls = rollout_ranks * stages * epochs * (steps // chunks + 1)
     plan.samples = envs * epochs * (steps // chunks)
-    update_epochs = int(_sel(cfg, "algorithm.update_epoch", 1))
-    gbs = int(_sel(cfg, "actor.global_batch_size"))
-    mbs = int(_sel(cfg, "actor.micro_batch_size"))
+    update_epochs = int(given(s.algorithm.update_epoch, 1))
+    gbs = int(s.actor.global_batch_size)  # type: ignore[arg-type]
+    mbs = int(s.actor.micro_batch_size)  # type: ignore[arg-type]
     actor_ranks = len(plan.placement.get("actor", [])) or 1
     plan.optimizer_steps = update_epochs * plan.samples / gbs
     plan.micro_batches_per_rank = update_epochs * plan.samples / (mbs * actor_ranks)
 
-    model_type = str(_sel(cfg, "actor.model.model_type"))
+    model_type = str(model.model_type)
     policy = policy_for(model_type)
     declared = policy.model.params if policy is not None else (0.0, 0.0)
-    path = ckpt_dir or _sel(cfg, "actor.model.model_path")
+    path = ckpt_dir or model.model_path
     plan.params, trainable = (checkpoint_sizes(Path(str(path))) if path else None) or declared
     # Activations and the prefix cache scale with the model's width and depth: a smaller model
     # (--smoke's) needs less than the declared size's figures.
     activation_scale = min(1.0, plan.params / declared[0]) if declared[0] else 1.0
-    expert_only = bool(_sel(cfg, "actor.model.dexbotic.train_expert_only", False))
+    expert_only = bool(dexbotic.train_expert_only)
     plan.trainable = trainable if expert_only else plan.params
     # full_weights.pt (fp32) + the distributed checkpoint: fp32 params, Adam moments of trainables
     plan.checkpoint_gb = (4 * plan.params + 4 * plan.params + 8 * plan.trainable) / GB
     max_steps = plan.global_steps  # a negative runner.max_steps runs max_epochs steps
-    save = plan.save_interval = int(_sel(cfg, "runner.save_interval", 0))
+    save = plan.save_interval = int(given(s.runner.save_interval, 0))
     plan.saves = saves_between(0, max_steps, save)
-    precision = str(_sel(cfg, "actor.model.precision", "bf16"))
+    precision = str(model.precision)  # null: the checkpoint's dtype, counted as 4 bytes
     weight_bytes = 2 if precision in ("bf16", "fp16") else 4
-    plan.attention = str(_sel(cfg, "actor.model.dexbotic.attention", "eager"))
-    plan.rollout_speed = rollout_speed(cfg)
+    plan.attention = str(given(dexbotic.attention, "eager"))
+    plan.rollout_speed = rollout_speed(s)
     kv_bytes = policy.model.prefix_kv_bytes * activation_scale if policy is not None else 0.0
     if expert_only and kv_bytes:
-        plan.prefix_cache = _prefix_cache_plan(cfg, kv_bytes * weight_bytes / 2 * plan.samples
+        plan.prefix_cache = _prefix_cache_plan(dexbotic, kv_bytes * weight_bytes / 2 * plan.samples
                                                / actor_ranks / GB, update_epochs)
     per_sample = ACTIVATION_GB_PER_SAMPLE if expert_only else FULL_FT_ACTIVATION_GB_PER_SAMPLE
     # A joint log-prob (flow_noise's) re-scores every stochastic denoising step with a graph: the
     # expert's activations of each are kept for backward (bench/algorithms.py: 10 steps hold
     # 12-13x the bytes of one scored step; docs/algorithms.md#what-each-costs).
-    per_sample *= scored_passes(cfg)
+    per_sample *= scored_passes(s)
     for comp, gpus in plan.placement.items():
         for node, gpu in gpus:
             key = node * facts.gpus_per_node + gpu
@@ -213,19 +215,20 @@ def saves_between(start: int, end: int, interval: int) -> int:
     return end // interval - start // interval + (1 if end % interval else 0)
 
 
-def scored_passes(cfg: DictConfig) -> int:
+def scored_passes(cfg: DictConfig | Settings) -> int:
     """Denoising passes a training micro-batch runs with a graph: every stochastic step with
     ``actor.model.joint_logprob`` (all but the last with ``ignore_last``), else one."""
-    if _sel(cfg, "actor.model.joint_logprob", False) is not True:
+    model = settings_of(cfg).actor.model
+    if model.joint_logprob is not True:
         return 1
-    steps = int(_sel(cfg, "actor.model.num_steps", 1) or 1)
-    return max(1, steps - int(_sel(cfg, "actor.model.ignore_last", False) is True))
+    steps = int(model.num_steps or 1)
+    return max(1, steps - int(model.ignore_last is True))
 
 
-def _prefix_cache_plan(cfg: DictConfig, need_gb: float, update_epochs: int) -> PrefixCachePlan:
-    device = min(need_gb, float(_sel(cfg, "actor.model.dexbotic.prefix_cache.device_gb", 0.0)))
-    host = min(need_gb - device, float(_sel(cfg, "actor.model.dexbotic.prefix_cache.host_gb",
-                                            0.0)))
+def _prefix_cache_plan(dexbotic: Dexbotic, need_gb: float, update_epochs: int
+                       ) -> PrefixCachePlan:
+    device = min(need_gb, float(given(dexbotic.prefix_cache.device_gb, 0.0)))
+    host = min(need_gb - device, float(given(dexbotic.prefix_cache.host_gb, 0.0)))
     return PrefixCachePlan(need_gb, device, host, update_epochs)
 
 
@@ -304,13 +307,14 @@ def plan_record(plan: Plan, gpus_per_node: int) -> dict[str, Any]:
     }
 
 
-def rollout_speed(cfg: DictConfig) -> str:
+def rollout_speed(cfg: DictConfig | Settings) -> str:
     """How the rollout calls run: eager, compiled (with its mode) and/or CUDA-graphed."""
+    rollout = settings_of(cfg).rollout
     parts = []
-    if _sel(cfg, "rollout.enable_torch_compile", False) is True:
-        mode = _sel(cfg, "rollout.torch_compile_mode", "max-autotune-no-cudagraphs")
+    if rollout.enable_torch_compile is True:
+        mode = given(rollout.torch_compile_mode, "max-autotune-no-cudagraphs")
         parts.append(f"compiled ({mode}; one compilation per batch size)")
-    if _sel(cfg, "rollout.enable_cuda_graph", False) is True:
+    if rollout.enable_cuda_graph is True:
         parts.append("CUDA-graphed (one graph per batch size; the graphs hold their "
                      "activations' memory)")
     return " + ".join(parts) if parts else ("eager (rollout.enable_torch_compile and "

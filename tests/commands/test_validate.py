@@ -237,12 +237,6 @@ def test_full_dm0_fine_tuning_in_fp32_is_accepted() -> None:
     assert result.exit_code == 0, result.output
 
 
-def test_norm_modes_match_the_models() -> None:
-    from dexrl.config.schema import NORM_MODES
-    from dexrl.models.transforms import NORM_MODES as MODEL_NORM_MODES
-
-    assert NORM_MODES == MODEL_NORM_MODES
-
 
 # One bad value each: exactly this error (key, value, what is expected) and, where given, this fix.
 BAD_VALUES = [

@@ -8,17 +8,12 @@ from omegaconf import OmegaConf, open_dict
 from dexrl.config.checks import Facts, run_config_checks
 from dexrl.config.compose import compose, list_configs
 from dexrl.config.schema import (
-    ADV_TYPES,
-    ATTENTION,
-    LOSS_TYPES,
-    NOISE_METHODS,
-    NORM_MODES,
-    PRECISIONS,
     SCHEMA,
     Interval,
     check_values,
     spec_for,
 )
+from dexrl.config.settings import ADV_TYPES, LOSS_TYPES, PRECISIONS
 from dexrl.dotted import flatten
 
 VARIANTS = ([], ["+smoke=cpu"], ["+mode=async"], ["+mode=pipeline"], ["+fast_paths=gpu"],
@@ -72,14 +67,9 @@ def test_choices_are_what_rlinf_and_the_adapters_parse() -> None:
     from rlinf.utils.utils import get_loss_agg_func
 
     from dexrl.bridge.policies.chain import _UNSUPPORTED
-    from dexrl.bridge.policies.chain import NOISE_METHODS as ADAPTER_NOISE
-    from dexrl.models.flow.mot import ATTENTION as MOT_ATTENTION
-    from dexrl.models.transforms import NORM_MODES as MODEL_NORM_MODES
 
     assert set(ADV_TYPES) == set(ADV_REGISTRY)
     assert set(LOSS_TYPES) == set(LOSS_REGISTRY)
-    assert NOISE_METHODS == ADAPTER_NOISE and NORM_MODES == MODEL_NORM_MODES
-    assert ATTENTION == MOT_ATTENTION
     for precision in PRECISIONS:
         assert isinstance(torch_dtype_from_precision(precision), torch.dtype)
     with pytest.raises(ValueError):

@@ -13,15 +13,14 @@ from typing import Any
 import torch
 
 from dexrl.errors import DexrlError
+from dexrl.models.choices import NOISE_METHODS, NORM_MODES
 from dexrl.models.flow.sampling import gaussian_logprob, sde_sigma, step_moments, time_grid
-from dexrl.models.transforms import NORM_MODES
 
 # denoise(x_t float32 [B, T, D], t [B]) -> (velocity [B, T, D], action-token hidden [B, T, W]).
 Denoiser = Callable[[torch.Tensor, torch.Tensor], tuple[torch.Tensor, torch.Tensor]]
 # learned_std(action-token hidden [B, T, W]) -> std float32 [B, T, D] (flow_noise's noise head).
 LearnedStd = Callable[[torch.Tensor], torch.Tensor]
 
-NOISE_METHODS = ("flow_sde", "flow_cps", "flow_noise")
 # flow_noise's std range [min, max] (RLinf's OpenPi0Config.noise_logvar_range, πRL's default).
 NOISE_STD_RANGE = (0.08, 0.16)
 NOT_SCORED = -1  # denoise_inds of deterministic (eval) calls: nothing to re-score

@@ -25,10 +25,10 @@ from dexrl.bridge.policies.rollout_core import (
 )
 from dexrl.bridge.policies.rollout_graphs import RolloutGraphs
 from dexrl.errors import DexrlError
+from dexrl.models.choices import COMPILE_MODES
 
 # torch.compile's modes (torch._inductor.list_mode_options() and "default"); RLinf's default
 # for the rollout hook is max-autotune-no-cudagraphs. dexrl.config.schema repeats them.
-COMPILE_MODES = ("default", "reduce-overhead", "max-autotune", "max-autotune-no-cudagraphs")
 # Modes whose compiled code records CUDA graphs itself (cudagraph trees): not inside a capture.
 GRAPHING_MODES = ("reduce-overhead", "max-autotune")
 

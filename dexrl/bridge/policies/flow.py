@@ -27,7 +27,8 @@ from dexrl.bridge.policies.prefix_cache import PrefixCacheSettings, PrefixStore,
 from dexrl.bridge.policies.rollout_core import INPUTS
 from dexrl.checkpoints.verify import checkpoint_model_type
 from dexrl.errors import DexrlError
-from dexrl.models.flow.mot import ATTENTION, PrefixCache
+from dexrl.models.choices import ATTENTION
+from dexrl.models.flow.mot import PrefixCache
 from dexrl.models.flow.network import ModelInputs
 
 # The env-observation checks and frame conversion of the inference policy, so that both entry

@@ -16,12 +16,6 @@ def _extra_keys() -> tuple[str, ...]:
     return ALLOWED_EXTRA_KEYS
 
 
-def _check_config() -> Any:
-    from dexrl.models.dm0.checks import check_dm0_settings
-
-    return check_dm0_settings
-
-
 def _inference() -> type:
     from dexrl.models.dm0.policy import Dm0Policy
 
@@ -40,7 +34,8 @@ MODEL = ModelSpec(
     tokenizer_files=(("vocab.json",), ("merges.txt",), ("tokenizer_config.json",)),
     norm_stats=True, params=(2.4e9, 0.45e9), prefix_kv_bytes=28 * 2 * 8 * 128 * 538 * 2,
     extra_keys=_extra_keys,
-    check_config=_check_config,
+    # in the config package, which reads the typed settings (models cannot import it)
+    check_config="dexrl.config.model_checks:check_dm0_settings",
     inference=_inference,
 )
 

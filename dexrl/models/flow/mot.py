@@ -17,9 +17,6 @@ from torch import nn
 
 # Additive mask value for blocked positions (exp() of it underflows to exactly 0 in fp32 and bf16).
 MASK_VALUE = -2.3819763e38
-# The shared attention's implementations: the eager reference, and torch's
-# scaled_dot_product_attention (fused kernels on CUDA; equal to float noise, not bit-identical).
-ATTENTION = ("eager", "sdpa")
 
 
 def make_attn_mask(valid: torch.Tensor, ar: torch.Tensor) -> torch.Tensor:
@@ -97,7 +94,7 @@ def run_towers(
         inputs: One segment per tower, None for towers that sit this pass out.
         cache: Keys/values of earlier tokens every query of this pass may attend to (per mask).
         keep_cache: Return this pass's keys/values as a cache (only without ``cache``).
-        attention: One of :data:`ATTENTION`.
+        attention: One of :data:`dexrl.models.choices.ATTENTION`.
 
     Returns:
         Per tower its final-normed output (or None), and the new cache when ``keep_cache``.

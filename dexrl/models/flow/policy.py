@@ -11,12 +11,12 @@ import numpy as np
 import torch
 
 from dexrl.errors import DexrlError
+from dexrl.models.choices import NORM_MODES
 from dexrl.models.flow.config import FlowConfig
 from dexrl.models.flow.loader import load_weights
 from dexrl.models.flow.network import ModelInputs, MoTFlowNetwork
 from dexrl.models.images import ImagePreprocessor
 from dexrl.models.transforms import (
-    NORM_MODES,
     NormMode,
     NormStats,
     actions_to_env,

@@ -167,8 +167,5 @@ def test_hooks_refuse_what_cannot_work(tiny_pi0_dir: Path) -> None:
 def test_compile_modes_are_torchs() -> None:
     from torch._inductor import list_mode_options
 
-    from dexrl.config.schema import COMPILE_MODES as SCHEMA_MODES
-
-    assert SCHEMA_MODES == COMPILE_MODES
     # the four modes RLinf's hook documents; newer torch releases add more (2.13: "lite")
     assert set(COMPILE_MODES) <= {"default", *list_mode_options()}

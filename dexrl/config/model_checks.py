@@ -1,10 +1,13 @@
-"""DM0's config checks (``ModelSpec.check_config``), run by ``validate`` and ``train``."""
+"""The built-in models' config checks (their ``ModelSpec.check_config``), run by ``validate`` and
+``train``. They live here, not in their model packages, because they read the typed settings
+(:mod:`dexrl.config.settings`), which the model packages cannot import; a plugin's check takes
+the config the same way (``function(cfg) -> list[Finding]``)."""
 
 from __future__ import annotations
 
 from omegaconf import DictConfig
 
-from dexrl.dotted import setting
+from dexrl.config.settings import given, settings_of
 from dexrl.errors import Finding
 
 DM0_DOCUMENTED_CHUNKS = 10
@@ -13,7 +16,8 @@ DM0_DOCUMENTED_CHUNKS = 10
 def check_dm0_settings(cfg: DictConfig) -> list[Finding]:
     """What is known about DM0's settings (DM0's ``ModelSpec.check_config``)."""
     findings: list[Finding] = []
-    chunks = setting(cfg, "actor.model.num_action_chunks")
+    model = settings_of(cfg).actor.model
+    chunks = model.num_action_chunks
     if chunks != DM0_DOCUMENTED_CHUNKS:
         findings.append(Finding(
             "warning", "actor.model.num_action_chunks",
@@ -23,9 +27,8 @@ def check_dm0_settings(cfg: DictConfig) -> list[Finding]:
             f"keep it to reproduce RLinf's DM0 PPO recipe, or set "
             f"actor.model.num_action_chunks={DM0_DOCUMENTED_CHUNKS} to act as DM0 is evaluated "
             "(env max steps must stay divisible by it)", code="dm0-chunks-undocumented"))
-    precision = str(setting(cfg, "actor.model.precision"))
-    if precision in ("bf16", "bfloat16") and not setting(
-            cfg, "actor.model.dexbotic.train_expert_only", True):
+    precision = str(model.precision)
+    if precision in ("bf16", "bfloat16") and not given(model.dexbotic.train_expert_only, True):
         findings.append(Finding(
             "error", "actor.model.dexbotic.train_expert_only",
             "full DM0 fine-tuning in bf16 cannot be sharded by FSDP: DM0 keeps its vision stem "
