@@ -5,8 +5,6 @@ from __future__ import annotations
 
 from typing import Any
 
-from omegaconf import DictConfig, OmegaConf
-
 
 def flatten(node: Any, prefix: str = "") -> dict[str, Any]:
     """Dotted key -> leaf value of a plain container (lists are leaves)."""
@@ -16,20 +14,6 @@ def flatten(node: Any, prefix: str = "") -> dict[str, Any]:
     for key, value in node.items():
         out.update(flatten(value, f"{prefix}.{key}" if prefix else str(key)))
     return out
-
-
-def setting(cfg: DictConfig, key: str, default: Any = None) -> Any:
-    """``key``'s value, or ``default`` when absent; an interpolation that does not resolve reads
-    as None (the schema reports it)."""
-    return OmegaConf.select(cfg, key, default=default, throw_on_resolution_failure=False)
-
-
-def positive(cfg: DictConfig, key: str, default: int = 1) -> int:
-    """A positive integer setting, or ``default`` when it is not one (the mode checks' reader,
-    until they read :mod:`dexrl.config.settings`)."""
-    value = setting(cfg, key, default)
-    ok = isinstance(value, int) and not isinstance(value, bool) and value > 0
-    return value if ok else default
 
 
 def run_mode(cfg: Any) -> str:

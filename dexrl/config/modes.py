@@ -11,12 +11,12 @@ from __future__ import annotations
 import math
 from typing import Any, Protocol
 
-from omegaconf import DictConfig, OmegaConf, open_dict
+from omegaconf import DictConfig, open_dict
 from omegaconf.errors import OmegaConfBaseException
 
 from dexrl.config.algorithms import is_grouped
 from dexrl.config.placement import parse_placement
-from dexrl.dotted import positive, run_mode, setting
+from dexrl.config.settings import Settings, given, positive_or, settings_of
 from dexrl.errors import DexrlError, Finding
 
 __all__ = ["ASYNC", "MODES", "MODE_SUMMARY", "PIPELINE", "RUNNERS", "SYNC", "check_mode",
@@ -46,6 +46,15 @@ class Machine(Protocol):
 
     gpus_per_node: int
     cpu_only: bool  # the run has no GPU (``--smoke``)
+
+
+def run_mode(cfg: Any) -> str:
+    """The config's ``runner.mode``; without one, ``pipeline`` when RLinf's
+    ``runner.use_training_pipeline`` is on (its runner then runs the pipeline), else ``sync``."""
+    runner = settings_of(cfg).runner
+    if runner.mode is not None:
+        return runner.mode
+    return PIPELINE if runner.use_training_pipeline is True else SYNC
 
 
 def mode_overrides(mode: str | None) -> list[str]:
@@ -83,8 +92,7 @@ def place_async(cfg: Any, gpus_per_node: int, cpu_only: bool) -> dict[str, str] 
     chose)."""
     if run_mode(cfg) != ASYNC or cpu_only:
         return None
-    placement = OmegaConf.select(cfg, "cluster.component_placement")
-    current = OmegaConf.to_container(placement) if placement is not None else None
+    current = settings_of(cfg).cluster.component_placement
     split = split_placement(gpus_per_node)
     if current != COLLOCATED or split is None:
         return None
@@ -93,7 +101,7 @@ def place_async(cfg: Any, gpus_per_node: int, cpu_only: bool) -> dict[str, str] 
     return split
 
 
-def describe(cfg: DictConfig) -> str:
+def describe(cfg: DictConfig | Settings) -> str:
     """The execution mode in words, with what bounds an async run's data (the dry-run plan's
     ``Mode:`` line)."""
     mode = run_mode(cfg)
@@ -102,8 +110,8 @@ def describe(cfg: DictConfig) -> str:
                 "trains on each micro-batch as the envs finish it; weights synced between steps)")
     if mode != ASYNC:
         return f"sync (RLinf's {RUNNERS[SYNC]}: roll out, then train, then sync weights)"
-    stale = OmegaConf.select(cfg, "algorithm.staleness_threshold")
-    store = OmegaConf.select(cfg, "algorithm.rollout_store_size_per_rank", default=1)
+    algorithm = settings_of(cfg).algorithm
+    stale, store = algorithm.staleness_threshold, given(algorithm.rollout_store_size_per_rank, 1)
     return (f"async (RLinf's {RUNNERS[ASYNC]}: env and rollout run on while the actor "
             f"trains; each step trains on {store} trajectory(ies) per actor rank, at most "
             f"{stale} policy version(s) old)")
@@ -112,11 +120,11 @@ def describe(cfg: DictConfig) -> str:
 # --- checks: what RLinf's runner of each mode asserts, crashes on or ignores ------------------
 
 
-def check_pipeline(cfg: DictConfig) -> list[Finding]:
+def check_pipeline(s: Settings) -> list[Finding]:
     """The training pipeline (``runner.mode: pipeline``): RLinf's switch on, and GAE, the only
     advantage its env workers compute (rlinf/config.py asserts it at launch)."""
-    mode = run_mode(cfg)
-    switch = setting(cfg, "runner.use_training_pipeline") is True
+    mode = run_mode(s)
+    switch = s.runner.use_training_pipeline is True
     findings: list[Finding] = []
     if mode == "pipeline" and not switch:
         findings.append(Finding("error", "runner.use_training_pipeline",
@@ -131,16 +139,16 @@ def check_pipeline(cfg: DictConfig) -> list[Finding]:
                                 "pipeline` (or runner.mode=pipeline), or set "
                                 "runner.use_training_pipeline=false",
                                 code="mode-pipeline-mismatch"))
-    if mode == "pipeline" and setting(cfg, "algorithm.adv_type") != "gae":
+    if mode == "pipeline" and s.algorithm.adv_type != "gae":
         findings.append(Finding("error", "algorithm.adv_type",
-                                f"{setting(cfg, 'algorithm.adv_type')} in pipeline mode: RLinf's "
+                                f"{s.algorithm.adv_type} in pipeline mode: RLinf's "
                                 "training pipeline computes GAE advantages only",
                                 "set algorithm.adv_type=gae, or train in sync or async mode",
                                 code="mode-pipeline-advantage"))
     return findings
 
 
-def check_mode(cfg: DictConfig, sizes: dict[str, int], facts: Machine) -> list[Finding]:
+def check_mode(s: Settings, sizes: dict[str, int], facts: Machine) -> list[Finding]:
     """What RLinf 0.3.0's async PPO (``runner.mode: async``) asserts, crashes on or ignores.
 
     Its runner, actor, rollout and env workers (rlinf/runners/async_ppo_embodied_runner.py,
@@ -148,18 +156,18 @@ def check_mode(cfg: DictConfig, sizes: dict[str, int], facts: Machine) -> list[F
     env/async_env_worker}.py): the decoupled loss, a staleness threshold, no offload, no logprob
     recomputation, no training pipeline, no validation; the actor's batches; the placement.
     """
-    if run_mode(cfg) != "async":
+    if run_mode(s) != "async":
         return []
     findings: list[Finding] = []
-    loss = setting(cfg, "algorithm.loss_type")
+    loss = s.algorithm.loss_type
     # GRPO's own check says why it cannot run async (mode-async-grpo), in its one line.
-    if loss != "decoupled_actor_critic" and not is_grouped(cfg):
+    if loss != "decoupled_actor_critic" and not is_grouped(s):
         findings.append(Finding("error", "algorithm.loss_type",
                                 f"{loss} does not run in async mode: RLinf's async PPO needs the "
                                 "decoupled loss, which corrects the PPO ratio for stale "
                                 "trajectories", "set algorithm.loss_type=decoupled_actor_critic "
                                 "(what `--mode async` sets)", code="mode-async-loss"))
-    if setting(cfg, "algorithm.staleness_threshold") is None:
+    if s.algorithm.staleness_threshold is None:
         findings.append(Finding("error", "algorithm.staleness_threshold",
                                 "missing or null in async mode: RLinf's actor computes version - "
                                 "staleness_threshold and fails (TypeError) in its receive thread",
@@ -167,35 +175,38 @@ def check_mode(cfg: DictConfig, sizes: dict[str, int], facts: Machine) -> list[F
                                 code="mode-async-staleness-missing"))
     # AsyncEnvWorker asserts on env.train/env.eval.enable_offload (RLinf 0.3.0 reads no
     # env.enable_offload), AsyncMultiStepRolloutWorker on rollout.enable_offload.
-    for key in ("env.train.enable_offload", "env.eval.enable_offload", "rollout.enable_offload"):
-        if setting(cfg, key) is True:
+    offloads = {"env.train.enable_offload": s.env.train.enable_offload,
+                "env.eval.enable_offload": s.env.eval.enable_offload,
+                "rollout.enable_offload": s.rollout.enable_offload}
+    for key, offload in offloads.items():
+        if offload is True:
             findings.append(Finding("error", key, "offload is not supported in async mode (RLinf's "
                                     "async env and rollout workers refuse it): they never pause",
                                     f"set {key}=false", code="mode-async-offload"))
-    if setting(cfg, "rollout.recompute_logprobs") is True:
+    if s.rollout.recompute_logprobs is True:
         findings.append(Finding("error", "rollout.recompute_logprobs",
                                 "not implemented in async mode (RLinf's AsyncPPOEmbodiedRunner "
                                 "raises NotImplementedError in its first step)",
                                 "set rollout.recompute_logprobs=false",
                                 code="mode-async-recompute-logprobs"))
-    if setting(cfg, "runner.use_training_pipeline") is True:
+    if s.runner.use_training_pipeline is True:
         findings.append(Finding("error", "runner.use_training_pipeline",
                                 "the training pipeline is another RLinf runner than async PPO; "
                                 "the two do not combine", "set runner.use_training_pipeline=false, "
                                 "or run synchronously", code="mode-async-pipeline"))
-    val = setting(cfg, "runner.val_check_interval", -1)
-    if isinstance(val, int) and not isinstance(val, bool) and val > 0:
+    val = s.runner.val_check_interval
+    if val is not None and val > 0:
         findings.append(Finding("warning", "runner.val_check_interval",
                                 f"{val}: RLinf's async runner never validates (its eval envs are "
                                 "still built)", "set runner.val_check_interval=-1 and evaluate "
                                 "checkpoints with `dexrl eval`", code="mode-async-no-validation"))
-    findings += _async_batches(cfg, sizes)
+    findings += _async_batches(s, sizes)
     if not facts.cpu_only:  # on CPU nodes every component is its own process anyway
-        findings += _async_collocated(cfg, facts)
+        findings += _async_collocated(s, facts)
     return findings
 
 
-def _async_batches(cfg: DictConfig, sizes: dict[str, int]) -> list[Finding]:
+def _async_batches(s: Settings, sizes: dict[str, int]) -> list[Finding]:
     """The async actor's batches: each step an actor rank trains on the newest
     ``rollout_store_size_per_rank`` trajectories of the one queue all env processes fill.
 
@@ -206,14 +217,14 @@ def _async_batches(cfg: DictConfig, sizes: dict[str, int]) -> list[Finding]:
     stages; RLinf's ``compute_split_num``).
     """
     actor_ws, env_ws = sizes.get("actor") or 0, sizes.get("env") or 0
-    senders = env_ws * positive(cfg, "rollout.pipeline_stage_num")
-    n = positive(cfg, "env.train.total_num_envs", 0)
+    senders = env_ws * positive_or(s.rollout.pipeline_stage_num)
+    n = positive_or(s.env.train.total_num_envs, 0)
     if not (actor_ws and senders and n):
         return []
     findings: list[Finding] = []
     parts = math.lcm(actor_ws, senders)
     per_round = parts // actor_ws
-    store = positive(cfg, "algorithm.rollout_store_size_per_rank")  # RLinf's default is 1 too
+    store = positive_or(s.algorithm.rollout_store_size_per_rank)  # RLinf's default is 1 too
     if store < per_round:
         findings.append(Finding(
             "warning", "algorithm.rollout_store_size_per_rank",
@@ -223,12 +234,12 @@ def _async_batches(cfg: DictConfig, sizes: dict[str, int]) -> list[Finding]:
             "rollout/discarded_unused_trajs)",
             f"set algorithm.rollout_store_size_per_rank={per_round} (or a multiple)",
             code="mode-async-store-small"))
-    steps = positive(cfg, "env.train.max_steps_per_rollout_epoch")
-    chunks = positive(cfg, "actor.model.num_action_chunks")
-    gbs = positive(cfg, "actor.global_batch_size", 0)
+    steps = positive_or(s.env.train.max_steps_per_rollout_epoch)
+    chunks = positive_or(s.actor.model.num_action_chunks)
+    gbs = positive_or(s.actor.global_batch_size, 0)
     if n % parts or steps % chunks or not gbs or gbs % actor_ws:
         return findings  # the env and batch arithmetic report these
-    per_traj = steps // chunks * positive(cfg, "env.train.rollout_epoch") * (n // parts)
+    per_traj = steps // chunks * positive_or(s.env.train.rollout_epoch) * (n // parts)
     batch = gbs // actor_ws
     if (store * per_traj) % batch:
         findings.append(Finding(
@@ -242,11 +253,11 @@ def _async_batches(cfg: DictConfig, sizes: dict[str, int]) -> list[Finding]:
     return findings
 
 
-def _async_collocated(cfg: DictConfig, facts: Machine) -> list[Finding]:
+def _async_collocated(s: Settings, facts: Machine) -> list[Finding]:
     """Async PPO on GPUs the actor shares with the rollout or env has little to overlap."""
-    total = positive(cfg, "cluster.num_nodes", 0) * facts.gpus_per_node
-    placement = setting(cfg, "cluster.component_placement")
-    if not total or not isinstance(placement, DictConfig):
+    total = positive_or(s.cluster.num_nodes, 0) * facts.gpus_per_node
+    placement = s.cluster.component_placement
+    if not total or placement is None:
         return []  # placement_world_sizes reports it
     devices: dict[str, set[int]] = {}
     for names in placement:

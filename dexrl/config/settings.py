@@ -294,6 +294,8 @@ class Env:
         choices=("reach", "reach_cued"))
     reach: Reach = section(Reach)
     reach_cued: ReachCued = section(ReachCued)
+    # RLinf 0.3.0's async env worker asserts on it (it reads no env.enable_offload there).
+    enable_offload: bool | None = unlisted("bool")
 
 
 @dataclass(frozen=True)
