@@ -22,10 +22,10 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from omegaconf import OmegaConf
-
 from dexrl.checkpoints.verify import checkpoint_model_type
-from dexrl.errors import DexrlError, one_line
+from dexrl.config.run_paths import recorded_model_path, training_facts
+from dexrl.config.settings import Settings
+from dexrl.errors import DexrlError
 from dexrl.runs.layout import (
     CONFIG_FILE,
     WEIGHTS_IN_STEP,
@@ -309,7 +309,7 @@ def _rlinf_source(kind: str, given: Path, weights: Path, step_dir: Path | None,
                          "pass the checkpoint the run started from with --base",
                          where=str(model_dir), code="base-no-config")
     model_type = checkpoint_model_type(model_dir)
-    trained_type = OmegaConf.select(cfg, "actor.model.model_type") if cfg is not None else None
+    trained_type = Settings.read(cfg).actor.model.model_type if cfg is not None else None
     if trained_type is not None and trained_type != model_type:
         raise DexrlError(f"the run trained model_type {trained_type} but the base checkpoint is "
                          f"{model_type}", "pass the run's own base checkpoint with --base",
@@ -327,17 +327,7 @@ def _rlinf_source(kind: str, given: Path, weights: Path, step_dir: Path | None,
 
 
 def _base_from_config(cfg: Any, run_dir: Path) -> Path:
-    try:
-        value = OmegaConf.select(cfg, "actor.model.model_path")
-    except Exception as exc:  # an interpolation that does not resolve here
-        raise DexrlError(f"actor.model.model_path does not resolve ({one_line(exc, typed=False)})",
-                         "pass the checkpoint the run started from with --base",
-                         where=f"{run_dir}/config.yaml", code="base-path-unresolvable") from None
-    if not value:
-        raise DexrlError("the run config has no actor.model.model_path",
-                         "pass the checkpoint the run started from with --base",
-                         where=f"{run_dir}/config.yaml", code="base-not-in-config")
-    path = Path(str(value)).expanduser()
+    path = Path(recorded_model_path(cfg, run_dir)).expanduser()
     if not path.is_dir():
         raise DexrlError(f"the run's base checkpoint {path} does not exist on this machine",
                          f"{_fetch_hint(run_dir)}, or pass its folder with --base",
@@ -356,24 +346,7 @@ def _fetch_hint(run_dir: Path) -> str:
 
 
 def _training_from_config(cfg: Any, run_dir: Path) -> TrainingInfo:
-    def get(key: str) -> Any:
-        try:
-            return OmegaConf.select(cfg, key)
-        except Exception:  # unresolvable interpolation: treat as unknown
-            return None
-
-    init_params = get("env.eval.init_params") or get("env.train.init_params")
-    chunks, steps = get("actor.model.num_action_chunks"), get("actor.model.num_steps")
-    task = get("env.train.dexrl_env")
-    section = get(f"env.train.{task}") if task else None
-    return TrainingInfo(
-        suite=get("env.train.task_suite_name") or task,
-        num_action_chunks=int(chunks) if chunks is not None else None,
-        num_steps=int(steps) if steps is not None else None,
-        init_params=OmegaConf.to_container(init_params) if init_params is not None else None,
-        source=f"{run_dir}/config.yaml",
-        task=OmegaConf.to_container(section, resolve=True) if section is not None else None,
-    )
+    return TrainingInfo(**training_facts(cfg), source=f"{run_dir}/config.yaml")
 
 
 def _download_manifest(model_dir: Path) -> dict[str, Any] | None:

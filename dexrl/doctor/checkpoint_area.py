@@ -109,7 +109,7 @@ def run(ctx: Context) -> Iterator[CheckResult]:
         yield skip("checkpoint.disk", "no checkpoint given", CKPT_FIX)
         return
     start = time.monotonic()
-    expected = ctx.select("actor.model.model_type")
+    expected = ctx.settings.actor.model.model_type if ctx.settings is not None else None
     verification = verify_checkpoint(ctx.ckpt, str(expected) if expected else None)
     provenance = read_provenance(ctx.ckpt) if ctx.ckpt.is_dir() else Provenance(None)
     yield guarded("checkpoint.files", check_files, verification, provenance).timed(
