@@ -37,7 +37,7 @@ class Plan:
 
     placement: dict[str, list[tuple[int, int]]] = field(default_factory=dict)
     global_steps: int = 0  # the step the run stops at (runner.max_steps, capped by max_epochs)
-    steps_from: str = "runner.max_steps"  # which setting decides global_steps, in words
+    steps_from: str = ""  # which setting decides global_steps, in words (steps_source)
     env_steps: int = 0
     policy_calls: int = 0
     samples: int = 0
