@@ -31,11 +31,12 @@ from dexrl.config.compose import compose
 from dexrl.models.dm0.tiny import write_tiny_dm0
 from dexrl.models.pi0.tiny import write_tiny_pi0
 from dexrl.reach.env import CuedReachEnv
-from dexrl.reach.experiments import MASKS
 
-# The in-process PPO iteration is a test harness, kept out of the package in tests/helpers/.
+# The in-process PPO iteration and the masks are a test harness, kept out of the package in
+# tests/helpers/.
 sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "tests"))
 from helpers.local_ppo import LocalPPO, RolloutStep  # noqa: E402
+from helpers.reach_runs import MASKS  # noqa: E402
 
 
 def main() -> None:

@@ -32,12 +32,16 @@ import os
 import shutil
 import statistics
 import subprocess
+import sys
 import tempfile
 import time
 from pathlib import Path
 
 from dexrl.config.modes import MODES
-from dexrl.reach.experiments import run_reach
+
+# The reach runs are a test harness, kept out of the package in tests/helpers/.
+sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "tests"))
+from helpers.reach_runs import run_reach  # noqa: E402
 
 
 def _stale_mean(series: dict, steps: list[int]) -> float | None:

@@ -25,12 +25,16 @@ import argparse
 import math
 import os
 import statistics
+import sys
 import tempfile
 import time
 from pathlib import Path
 
 from dexrl.curves import plot_runs
-from dexrl.reach.experiments import (
+
+# The reach runs are a test harness, kept out of the package in tests/helpers/.
+sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "tests"))
+from helpers.reach_runs import (  # noqa: E402
     ABLATION,
     CONTROL,
     MASKS,

@@ -14,22 +14,14 @@ import difflib
 
 from dexrl.errors import DexrlError
 from dexrl.models import BUILTIN_POLICIES as POLICIES
-from dexrl.models.dm0.spec import MODEL as DM0
-from dexrl.models.pi0.spec import MODEL as PI0
 from dexrl.plugins import discover
-from dexrl.specs import (
-    BUILTIN,
-    LIBERO_SUITES,
-    SUITES,
-    ModelSpec,
-    Policy,
-    Suite,
-    load_reference,
-)
+from dexrl.specs import LIBERO_SUITES, SUITES, ModelSpec, Policy, Suite, load_reference
 
-__all__ = ["BUILTIN", "DM0", "LIBERO_SUITES", "PI0", "POLICIES", "SUITES", "ModelSpec", "Policy",
-           "Suite", "config_name", "did_you_mean", "get_policy", "get_suite", "load_reference",
-           "model_types", "policies", "policy_for", "smoke_overlay"]
+# ModelSpec and Policy are what a plugin declares (docs/adding-a-policy.md imports them from here);
+# LIBERO_SUITES and load_reference are imported from here too.
+__all__ = ["LIBERO_SUITES", "POLICIES", "SUITES", "ModelSpec", "Policy", "config_name",
+           "did_you_mean", "get_policy", "get_suite", "load_reference", "model_types", "policies",
+           "policy_for", "smoke_overlay"]
 
 
 def policies() -> dict[str, Policy]:

@@ -27,9 +27,11 @@ class Suite:
     Attributes:
         smoke: The ``conf/smoke`` overlay ``--smoke`` applies (``None``: the config is small
             enough for a CPU already, ``--smoke`` only adds the tiny checkpoint).
-        libero: A LIBERO suite (``dexrl eval`` runs those); else one of dexrl's own tasks.
+        libero: A LIBERO suite; else one of dexrl's own tasks.
         shipped_horizon: The episode horizon the shipped configs train and validate with, where
             it is not ``horizon``: RLinf's own configs' (``validate`` does not warn about it).
+        eval_task: What ``dexrl eval`` asks about the suite's tasks: a :data:`Reference` to a
+            :class:`dexrl.vec_env.EvalTask` (its goals, its envs, its blind bound).
     """
 
     name: str
@@ -38,8 +40,10 @@ class Suite:
     smoke: str | None = "cpu"
     libero: bool = True
     shipped_horizon: int | None = None
+    eval_task: Reference = "dexrl.bridge.envs.libero:TASK"
 
 
+_BUILTIN_TASK = "dexrl.bridge.envs.tasks:TASK"
 SUITES: dict[str, Suite] = {
     s.name: s
     for s in (
@@ -52,8 +56,8 @@ SUITES: dict[str, Suite] = {
         Suite("libero_90", 400, 90),
         # dexrl's built-in tasks (conf/env/reach*.yaml), for learning runs on a CPU; reach_cued
         # has 3 targets as shipped (its env config may set more).
-        Suite("reach", 10, 1, smoke=None, libero=False),
-        Suite("reach_cued", 10, 3, smoke=None, libero=False),
+        Suite("reach", 10, 1, smoke=None, libero=False, eval_task=_BUILTIN_TASK),
+        Suite("reach_cued", 10, 3, smoke=None, libero=False, eval_task=_BUILTIN_TASK),
     )
 }
 LIBERO_SUITES = tuple(name for name, s in SUITES.items() if s.libero)

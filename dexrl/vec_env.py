@@ -1,14 +1,15 @@
 """The contract between the evaluation loop and its environments: what an env is given
-(:class:`Episode`) and returns (:class:`ChunkStep`), and the :class:`VecEnv` interface.
+(:class:`Episode`) and returns (:class:`ChunkStep`), the :class:`VecEnv` interface, and the
+:class:`EvalTask` that ``dexrl eval`` asks about a suite.
 
 It sits below both sides: :mod:`dexrl.evaluation` plans episodes and drives a ``VecEnv``;
-:class:`dexrl.bridge.envs.libero.LiberoVecEnv` implements one over RLinf's LIBERO env, so the
-bridge never imports the evaluation package.
+:mod:`dexrl.bridge.envs` implements both, for LIBERO (``libero.py``) and for dexrl's built-in
+tasks (``tasks.py``), so the bridge never imports the evaluation package.
 """
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any, Protocol
 
@@ -65,4 +66,27 @@ class VecEnv(Protocol):
 
     def step_chunk(self, actions: np.ndarray) -> ChunkStep:
         """Execute float32 [num_envs, chunk, action_dim] actions in every env."""
+        ...
+
+
+class EvalTask(Protocol):
+    """What ``dexrl eval`` asks about a suite's tasks (a suite names its own:
+    :attr:`dexrl.specs.Suite.eval_task`), so the evaluation never asks which kind it is."""
+
+    def goals(self, suite: str, env_config: Callable[[], Any], episodes_per_task: int
+              ) -> tuple[dict[int, str], dict[int, int]]:
+        """Check that ``suite`` can run here, then return (task id -> instruction, task id ->
+        number of fixed initial states).
+
+        ``env_config()`` builds the env config with the user's overrides (raising on a bad one);
+        a suite whose tasks depend on it calls it, so its errors come first only there.
+        """
+        ...
+
+    def vec_env(self, cfg: Any, model_type: str, action_chunk: int) -> VecEnv:
+        """The envs of an evaluation with env config ``cfg`` (started, ready to reset)."""
+        ...
+
+    def blind_bound(self, suite: str, cfg: Any) -> float | None:
+        """The success rate no policy blind to the task's cue beats (None: no such bound)."""
         ...

@@ -33,11 +33,6 @@ ADAPTERS: dict[str, Callable[[Any, Any], Any]] = {
 }
 
 
-def dexrl_model_types() -> list[str]:
-    """The built-in model types :func:`register` registers."""
-    return list(ADAPTERS)
-
-
 def builders() -> dict[str, Callable[[Any, Any], Any]]:
     """model_type -> builder of every policy :func:`register` registers.
 

@@ -18,6 +18,7 @@ from typing import Any
 
 from omegaconf import DictConfig
 
+from dexrl.catalog import get_suite
 from dexrl.checkpoints.policy import load_eval_policy
 from dexrl.checkpoints.sources import CheckpointSource, locate_checkpoint, resolve_checkpoint
 from dexrl.evaluation import results as res
@@ -32,11 +33,10 @@ from dexrl.evaluation.settings import (
     user_env_config,
 )
 from dexrl.evaluation.videos import VideoRecorder, write_gallery
-from dexrl.reach.rules import blind_bound
-from dexrl.reach.rules import languages as task_languages
 from dexrl.runs import durable
 from dexrl.runs.layout import eval_dir
-from dexrl.vec_env import Episode
+from dexrl.specs import load_reference
+from dexrl.vec_env import Episode, EvalTask
 
 
 @dataclass
@@ -46,17 +46,19 @@ class Prepared:
     Attributes:
         source: The checkpoint.
         settings: Every value used.
+        task: What the suite's tasks are, and their envs.
         languages: Task id -> instruction.
         init_states: Task id -> number of fixed initial states.
         episodes: The plan.
         out: Output folder.
         stale: Files of an earlier evaluation that ``--overwrite`` will remove.
-        env_cfg: RLinf's LIBERO env config.
+        env_cfg: The env config (RLinf's LIBERO env config, or a built-in task's).
         other: ``--compare`` (path, results) if given.
     """
 
     source: CheckpointSource
     settings: EvalSettings
+    task: EvalTask
     languages: dict[int, str]
     init_states: dict[int, int]
     episodes: list[Episode]
@@ -68,52 +70,26 @@ class Prepared:
 
 def prepare(request: EvalRequest) -> Prepared:
     """Resolve and check every input; raises DexrlError on the first problem, writes nothing."""
-    from dexrl.catalog import get_suite
-
     ckpt = locate_checkpoint(request.ckpt)  # a missing --ckpt is the first error, then the suite
-    suite_name = get_suite(request.suite).name
+    suite = get_suite(request.suite)
     source = resolve_checkpoint(ckpt, request.base)
-    libero = get_suite(request.suite).libero
-    if libero:
-        from dexrl.bridge.envs.libero import check_assets, suite_info
-
-        check_assets()
-        info = suite_info(suite_name)
-        languages, init_states = info.languages, info.init_states
-    else:  # a dexrl task: the goals come from its env config, each trial draws its own start
-        task_cfg = user_env_config(suite_name, source, request.env_overrides)
-        check_task(task_cfg, suite_name)
-        languages = task_languages(suite_name, task_cfg)
-        init_states = dict.fromkeys(languages, max(request.episodes_per_task, 1))
+    task: EvalTask = load_reference(suite.eval_task)
+    languages, init_states = task.goals(
+        suite.name, lambda: user_env_config(suite.name, source, request.env_overrides),
+        request.episodes_per_task)
     task_ids = parse_tasks(request.tasks, len(languages))
     episodes = plan_episodes(task_ids, request.episodes_per_task, init_states, request.seed)
     settings = resolve_settings(source, request, task_ids)
     env_cfg = env_config(settings, source)
     out_dir = (Path(request.out).expanduser() if request.out
-               else default_out(source, suite_name, request.env_overrides))
+               else default_out(source, suite.name, request.env_overrides))
     stale = res.check_out_dir(out_dir, request.overwrite)
     other = None
     if request.compare:
         other = (str(request.compare), res.load_results(Path(request.compare)))
-        res.check_same_suite(suite_name, other[1], str(request.compare))
-    return Prepared(source, settings, languages, init_states, episodes, out_dir, stale, env_cfg,
-                    other)
-
-
-def check_task(env_cfg: DictConfig, suite: str) -> None:
-    """Raise the first problem of a dexrl task's settings (after the eval's overrides)."""
-    from omegaconf import OmegaConf
-
-    from dexrl.errors import DexrlError, errors
-    from dexrl.reach.rules import SECTION, check_env
-
-    if suite != SECTION:
-        return
-    found = errors(check_env(*(OmegaConf.to_container(env_cfg.get(key) or {}, resolve=True)
-                               for key in (SECTION, "init_params"))))
-    if found:
-        raise DexrlError(found[0].message, found[0].hint, where=found[0].where,
-                         code="eval-task-invalid")
+        res.check_same_suite(suite.name, other[1], str(request.compare))
+    return Prepared(source, settings, task, languages, init_states, episodes, out_dir, stale,
+                    env_cfg, other)
 
 
 def default_out(source: CheckpointSource, suite: str, overrides: Sequence[str] = ()) -> Path:
@@ -158,9 +134,6 @@ def run(prepared: Prepared, *, command: list[str],
         on_start: Callable[[int], None] | None = None,
         on_episode: Callable[[EpisodeResult], None] | None = None) -> dict[str, Any]:
     """Run the prepared evaluation and write its results; returns the results.json content."""
-    from dexrl.bridge.envs.libero import LiberoVecEnv
-    from dexrl.bridge.envs.tasks import TaskVecEnv
-    from dexrl.catalog import get_suite
     from dexrl.runs.record import git_state
     from dexrl.versions import installed_versions
 
@@ -173,8 +146,7 @@ def run(prepared: Prepared, *, command: list[str],
     config = policy.network.config
     loop = LoopSettings(s.num_steps, s.action_chunk, s.max_episode_steps,
                         (config.chunk_size, config.action_dim))
-    vec_env = LiberoVecEnv if get_suite(s.suite).libero else TaskVecEnv
-    env = vec_env(prepared.env_cfg, prepared.source.model_type, s.action_chunk)
+    env = prepared.task.vec_env(prepared.env_cfg, prepared.source.model_type, s.action_chunk)
     try:
         res.claim_out_dir(prepared.out, prepared.stale)
         recorder = VideoRecorder(prepared.out, s.video)
@@ -215,7 +187,7 @@ def _finish(prepared: Prepared, outcomes: list[EpisodeResult], timings: Timings,
         suite=s.suite, checkpoint=prepared.source.describe(), config=s.record(), seed=s.seed,
         episodes=outcomes, languages=prepared.languages, wall_time_s=wall,
         environment={**environment, "command": command, "timing": timings.__dict__},
-        reference=reference, blind_bound=blind_bound(s.suite, prepared.env_cfg))
+        reference=reference, blind_bound=prepared.task.blind_bound(s.suite, prepared.env_cfg))
     if prepared.other is not None:
         data["comparison"] = res.compare(data, prepared.other[1], prepared.other[0])
     write_gallery(prepared.out, data["episodes"], prepared.languages,

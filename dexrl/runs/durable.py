@@ -72,11 +72,6 @@ def umask() -> int:
     return mask
 
 
-def new_file_mode(executable: bool = False) -> int:
-    """The mode a new file gets under the umask: 0644 (0755 ``executable``) under umask 022."""
-    return (0o777 if executable else 0o666) & ~umask()
-
-
 def as_new(path: Path, mask: int | None = None) -> None:
     """Give the file or folder at ``path`` the mode a new one gets under the umask (``mask``,
     default the process's), whatever its writer created it with; a file keeps being executable

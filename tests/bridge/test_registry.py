@@ -31,9 +31,9 @@ def test_register_makes_dexrl_types_resolve_with_dexrl_builders() -> None:
 def test_dm0_builtin_is_replaced_only_when_dexrl_ships_the_adapter(
     monkeypatch: pytest.MonkeyPatch,
 ) -> None:
-    assert "dexbotic_dm0" in registry.dexrl_model_types()
+    assert "dexbotic_dm0" in registry.ADAPTERS
     monkeypatch.delitem(registry.ADAPTERS, "dexbotic_dm0")
-    assert "dexbotic_dm0" not in registry.dexrl_model_types()
+    assert "dexbotic_dm0" not in registry.ADAPTERS
     assert "dexbotic_dm0" not in registry.builders()
 
 

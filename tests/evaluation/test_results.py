@@ -5,6 +5,7 @@ from __future__ import annotations
 from pathlib import Path
 
 import pytest
+from helpers.eval_progress import read_progress
 
 from dexrl.errors import DexrlError
 from dexrl.evaluation import results as res
@@ -61,11 +62,11 @@ def test_progress_log_survives_a_torn_line(tmp_path: Path) -> None:
     log.episode(episode(0, 0, True))
     log.episode(episode(0, 1, False))
     # readable while the run is still going (flushed per episode)
-    assert len(res.read_progress(tmp_path / res.PROGRESS_FILE)[1]) == 2
+    assert len(read_progress(tmp_path / res.PROGRESS_FILE)[1]) == 2
     log.close()
     with open(tmp_path / res.PROGRESS_FILE, "a") as handle:
         handle.write('{"episode": {"task_id": 0, "tri')  # the run was killed mid-write
-    header, episodes = res.read_progress(tmp_path / res.PROGRESS_FILE)
+    header, episodes = read_progress(tmp_path / res.PROGRESS_FILE)
     assert header == {"suite": "libero_goal"}
     assert [(e["trial_id"], e["success"]) for e in episodes] == [(0, True), (1, False)]
 

@@ -9,6 +9,8 @@ from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
 
+from dexrl.runs import durable
+
 UMASKS = (0o022, 0o002)
 
 
@@ -38,3 +40,9 @@ def expected(folder: Path, mask: int) -> dict[str, int]:
     for path in folder.rglob("*"):
         found[str(path.relative_to(folder))] = (0o777 if path.is_dir() else 0o666) & ~mask
     return found
+
+
+def new_file_mode(executable: bool = False) -> int:
+    """The mode a new file gets under the process's umask (:func:`dexrl.runs.durable.umask`):
+    0644 (0755 ``executable``) under umask 022."""
+    return (0o777 if executable else 0o666) & ~durable.umask()

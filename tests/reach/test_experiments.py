@@ -18,10 +18,9 @@ from __future__ import annotations
 from pathlib import Path
 
 import pytest
+from helpers import reach_runs as experiments
 from helpers.hidden_packages import env_without
-
-from dexrl.reach import experiments
-from dexrl.reach.experiments import ABLATION, CONTROL, evaluate, rise, run_reach
+from helpers.reach_runs import ABLATION, CONTROL, evaluate, rise, run_reach
 
 MIN_RISE = 0.3  # return, last 3 steps minus first 3 (PPO rose by more on every seed measured)
 CONTROL_BAND = 0.2  # the control's return moved less than this on every seed measured

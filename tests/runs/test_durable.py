@@ -9,7 +9,7 @@ from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
-from helpers.modes import UMASKS, expected, modes, umask
+from helpers.modes import UMASKS, expected, modes, new_file_mode, umask
 
 from dexrl.runs import durable
 from dexrl.checkpoints.files.steps import is_complete, mark_complete
@@ -162,4 +162,4 @@ def test_the_umask_is_read_without_proc_too(monkeypatch: pytest.MonkeyPatch) -> 
     with umask(0o027):
         assert durable.umask() == 0o027
         assert os.umask(0o027) == 0o027  # restored
-        assert durable.new_file_mode() == 0o640
+        assert new_file_mode() == 0o640

@@ -1,4 +1,5 @@
-"""RLinf's own LIBERO env wrapper, driven episode by episode for ``dexrl eval``.
+"""RLinf's own LIBERO env wrapper, driven episode by episode for ``dexrl eval``, and what the
+evaluation asks about a LIBERO suite (:data:`TASK`).
 
 Design notes: docs/design/evaluation.md.
 """
@@ -6,7 +7,7 @@ Design notes: docs/design/evaluation.md.
 from __future__ import annotations
 
 import os
-from collections.abc import Iterator, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass
 from typing import Any
@@ -133,3 +134,26 @@ class LiberoVecEnv:
     def close(self) -> None:
         """Stop the env subprocesses."""
         self._env.env.close()
+
+
+class LiberoTask:
+    """A LIBERO suite as ``dexrl eval`` asks it (:class:`dexrl.vec_env.EvalTask`): its tasks and
+    fixed initial states come from LIBERO's benchmark, not from the env config."""
+
+    def goals(self, suite: str, env_config: Callable[[], Any], episodes_per_task: int
+              ) -> tuple[dict[int, str], dict[int, int]]:
+        """The suite's instructions and initial-state counts, once its assets are in place."""
+        check_assets()
+        info = suite_info(suite)
+        return info.languages, info.init_states
+
+    def vec_env(self, cfg: Any, model_type: str, action_chunk: int) -> LiberoVecEnv:
+        """:class:`LiberoVecEnv` over ``cfg``."""
+        return LiberoVecEnv(cfg, model_type, action_chunk)
+
+    def blind_bound(self, suite: str, cfg: Any) -> float | None:
+        """None: a LIBERO task has no cue to hide."""
+        return None
+
+
+TASK = LiberoTask()

@@ -1,14 +1,18 @@
 """A built-in task's envs (:mod:`dexrl.reach.env`) behind the evaluation loop's ``VecEnv``
 interface, with RLinf's action post-processing (what ``dexrl eval`` runs for the built-in
-tasks).
+tasks), and what the evaluation asks about such a task (:data:`TASK`).
 """
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from typing import Any
 
 import numpy as np
+from omegaconf import OmegaConf
+
+from dexrl.errors import DexrlError, errors
+from dexrl.reach import rules
 
 
 class TaskVecEnv:
@@ -55,3 +59,39 @@ class TaskVecEnv:
     def close(self) -> None:
         """Nothing to release (the envs live in this process)."""
 
+
+
+class BuiltinTask:
+    """A built-in task as ``dexrl eval`` asks it (:class:`dexrl.vec_env.EvalTask`): its goals come
+    from its env config, and each trial draws its own start."""
+
+    def goals(self, suite: str, env_config: Callable[[], Any], episodes_per_task: int
+              ) -> tuple[dict[int, str], dict[int, int]]:
+        """The goals' instructions once the task's settings (after the overrides) are valid;
+        every goal has ``episodes_per_task`` starts."""
+        cfg = env_config()
+        check_task(cfg, suite)
+        languages = rules.languages(suite, cfg)
+        return languages, dict.fromkeys(languages, max(episodes_per_task, 1))
+
+    def vec_env(self, cfg: Any, model_type: str, action_chunk: int) -> TaskVecEnv:
+        """:class:`TaskVecEnv` over ``cfg``."""
+        return TaskVecEnv(cfg, model_type, action_chunk)
+
+    def blind_bound(self, suite: str, cfg: Any) -> float | None:
+        """The cued task's bound (:func:`dexrl.reach.rules.blind_bound`)."""
+        return rules.blind_bound(suite, cfg)
+
+
+TASK = BuiltinTask()
+
+
+def check_task(env_cfg: Any, suite: str) -> None:
+    """Raise the first problem of a built-in task's settings (after the eval's overrides)."""
+    if suite != rules.SECTION:
+        return
+    found = errors(rules.check_env(*(OmegaConf.to_container(env_cfg.get(key) or {}, resolve=True)
+                                     for key in (rules.SECTION, "init_params"))))
+    if found:
+        raise DexrlError(found[0].message, found[0].hint, where=found[0].where,
+                         code="eval-task-invalid")
