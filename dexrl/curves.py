@@ -12,6 +12,9 @@ from collections.abc import Callable, Container
 from dataclasses import dataclass
 from pathlib import Path
 
+from omegaconf import OmegaConf
+
+from dexrl.config.modes import ASYNC, run_mode
 from dexrl.errors import DexrlError
 from dexrl.runs import durable
 from dexrl.runs.layout import CONFIG_FILE, CURVES, TENSORBOARD
@@ -115,15 +118,11 @@ def logged_offset(run_dir: Path) -> int:
     """What to add to a TensorBoard step of this run for its global step: 1, or 0 for a run of
     RLinf's async runner (``runner.mode: async`` in its config.yaml), which logs after counting
     the step."""
-    from dexrl.dotted import run_mode
-
     config = run_dir / "config.yaml"
     if not config.is_file():
         return 1
     try:
-        from omegaconf import OmegaConf
-
-        return 0 if run_mode(OmegaConf.load(config)) == "async" else 1
+        return 0 if run_mode(OmegaConf.load(config)) == ASYNC else 1
     except Exception:  # an unreadable config is reported by the verbs that need it
         return 1
 

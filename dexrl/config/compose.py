@@ -12,8 +12,8 @@ from pathlib import Path
 from omegaconf import DictConfig, OmegaConf, open_dict
 
 from dexrl.catalog import SUITES, config_name, did_you_mean, policies
+from dexrl.config.dotted import flatten
 from dexrl.config.overrides import TRAINING, malformed_error, parse_overrides, unknown_key_error
-from dexrl.dotted import flatten
 from dexrl.errors import DexrlError, one_line
 
 

@@ -10,7 +10,7 @@ from typing import Any
 
 from omegaconf import DictConfig, OmegaConf
 
-from dexrl.dotted import flatten
+from dexrl.config.dotted import flatten
 from dexrl.errors import DexrlError
 
 # Keys a resume may change without --allow-changes: they do not change the experiment.

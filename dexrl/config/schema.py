@@ -182,7 +182,7 @@ def check_values(cfg: Any) -> list[Finding]:
     from omegaconf import OmegaConf
     from omegaconf.errors import OmegaConfBaseException
 
-    from dexrl.dotted import flatten
+    from dexrl.config.dotted import flatten
 
     findings = []
     try:
@@ -217,7 +217,7 @@ def explain(key: str, cfg: Any, config_name: str) -> list[str]:
     """
     from omegaconf import OmegaConf
 
-    from dexrl.dotted import flatten
+    from dexrl.config.dotted import flatten
     from dexrl.errors import DexrlError
 
     spec = spec_for(key)

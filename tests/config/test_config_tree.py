@@ -19,7 +19,7 @@ from omegaconf import OmegaConf
 
 from dexrl.catalog import LIBERO_SUITES, POLICIES, config_name
 from dexrl.config.compose import compose, list_configs
-from dexrl.dotted import flatten
+from dexrl.config.dotted import flatten
 
 REF_ROOT = Path(__file__).resolve().parents[2].parent / "shared" / "reference" / "rlinf-v0.3"
 EMBODIED_PATH = REF_ROOT / "examples" / "embodiment"

@@ -7,6 +7,7 @@ from omegaconf import OmegaConf, open_dict
 
 from dexrl.config.checks import Facts, run_config_checks
 from dexrl.config.compose import compose, list_configs
+from dexrl.config.dotted import flatten
 from dexrl.config.schema import (
     SCHEMA,
     Interval,
@@ -14,7 +15,6 @@ from dexrl.config.schema import (
     spec_for,
 )
 from dexrl.config.settings import ADV_TYPES, LOSS_TYPES, PRECISIONS
-from dexrl.dotted import flatten
 
 VARIANTS = ([], ["+smoke=cpu"], ["+mode=async"], ["+mode=pipeline"], ["+fast_paths=gpu"],
             ["+fast_paths=off"])  # the smoke overlay also
