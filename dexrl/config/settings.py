@@ -43,7 +43,7 @@ T = TypeVar("T")
 
 def setting(type_: str, meaning: str, *, range: str | None = None,  # noqa: A002
             choices: tuple[Any, ...] | None = None, warn: tuple[str, str, str] | None = None,
-            each: bool = False) -> Any:
+            each: bool = False, absent: Any = None) -> Any:
     """A leaf setting (None until read) and its schema entry.
 
     Args:
@@ -54,9 +54,12 @@ def setting(type_: str, meaning: str, *, range: str | None = None,  # noqa: A002
         choices: Allowed values (for a list, allowed items).
         warn: ``(interval, message, hint)``: a legal value there gets a warning.
         each: The setting is a mapping whose every value is described (key pattern ``name.*``).
+        absent: What the setting reads as when the key is not in the config at all (a null or
+            a wrong value still reads as None).
     """
     return field(default=None, metadata={"type": type_, "meaning": meaning, "range": range,
-                                         "choices": choices, "warn": warn, "each": each})
+                                         "choices": choices, "warn": warn, "each": each,
+                                         "absent": absent})
 
 
 def unlisted(type_: str) -> Any:
@@ -132,9 +135,12 @@ def read_section(cls: type[T], node: Any) -> T:
 
 
 _UNREADABLE = object()
+_ABSENT = object()
 
 
 def _child(node: Any, name: str) -> Any:
+    if isinstance(node, (DictConfig, dict)) and name not in node:
+        return _ABSENT
     if isinstance(node, DictConfig):
         try:
             return OmegaConf.select(node, name, default=None, throw_on_resolution_failure=False)
@@ -149,6 +155,8 @@ def _leaf(raw: Any, meta: Any) -> Any:
             raw = OmegaConf.to_container(raw, resolve=True)
         except OmegaConfBaseException:
             return None
+    if raw is _ABSENT:
+        return meta.get("absent")
     if raw is _UNREADABLE:
         return None
     if meta["each"]:  # a mapping; an entry that does not resolve reads as None
@@ -386,7 +394,7 @@ class Model:
         "str|int|null",
         "Weight dtype of the actor, parsed by RLinf's torch_dtype_from_precision (null: the "
         "checkpoint's).",
-        choices=PRECISIONS)
+        choices=PRECISIONS, absent="bf16")  # the dry-run's memory estimate assumes bf16 then
     num_action_chunks: int | None = setting(
         "int", "Actions executed per policy call (and scored by PPO).", range=POS)
     action_dim: int | None = setting(
