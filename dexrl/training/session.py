@@ -1,4 +1,4 @@
-"""The training session, one for ``train`` and ``resume`` (``doctor``'s checkpoint check uses it).
+"""The training session, one for ``train`` and ``resume``.
 
 ``train``: :func:`prepare` (compose and check the config once; writes nothing; ``--dry-run``
 stops there), :func:`start` (writes the run folder), :func:`run` (one launch through the bridge,
@@ -113,20 +113,20 @@ def write_smoke_checkpoint(run_dir: Path, model_type: str) -> Path | None:
     return target
 
 
-def run(ready: LaunchSpec) -> int:
+def run(spec: LaunchSpec) -> int:
     """Launch through the bridge (one call: it registers the policies, records the run's state
     and supervises RLinf) and print progress; shared by ``train`` and ``resume``."""
     from dexrl.bridge.launch import driver as bridge
     from dexrl.training.progress import ProgressPrinter
 
-    printer = ProgressPrinter(run_dir=ready.run_dir, forecast=_forecast_of(ready))
+    printer = ProgressPrinter(run_dir=spec.run_dir, forecast=_forecast_of(spec))
     try:
-        code = bridge.launch(ready, on_progress=printer)
+        code = bridge.launch(spec, on_progress=printer)
     except DexrlError as exc:
-        raise with_plan_facts(exc, ready) from None
+        raise with_plan_facts(exc, spec) from None
     printer.curves()  # RLinf closed its TensorBoard writer: the last step is on disk now
     if code:
-        printer.console.print(interrupted_note(ready.run_dir), markup=False)
+        printer.console.print(interrupted_note(spec.run_dir), markup=False)
     return code
 
 
@@ -144,25 +144,25 @@ def interrupted_note(run_dir: Path) -> str:
             f"`dexrl resume {run_dir}` starts it again from step 0.")
 
 
-def with_plan_facts(exc: DexrlError, ready: LaunchSpec) -> DexrlError:
+def with_plan_facts(exc: DexrlError, spec: LaunchSpec) -> DexrlError:
     """``exc``, its message extended by what the run's plan says where that helps: the size of a
     checkpoint for a full disk, the memory estimate of the worker group that ran out of it."""
     from dexrl.runs.layout import checkpoints_dir
 
     if exc.code not in ("disk-full", "training-out-of-memory"):
         return exc
-    plan = _plan_of(ready)
+    plan = _plan_of(spec)
     if plan is None:
         return exc
     from dexrl.training.plan import size_text
 
     if exc.code == "disk-full":
         fact = (f"each checkpoint needs about {size_text(plan.checkpoint_gb)} in "
-                f"{checkpoints_dir(ready.run_dir)} (the plan's estimate)")
+                f"{checkpoints_dir(spec.run_dir)} (the plan's estimate)")
     else:
         role = (exc.where or "").rpartition(" ")[2]
         gpus = plan.placement.get(role, [])
-        per_node = ready.gpus_per_node
+        per_node = spec.gpus_per_node
         estimates = [plan.memory_gb_per_gpu.get(n * per_node + g, 0.0) for n, g in gpus]
         if not estimates:
             return exc
@@ -173,29 +173,29 @@ def with_plan_facts(exc: DexrlError, ready: LaunchSpec) -> DexrlError:
     return exc
 
 
-def _forecast_of(ready: LaunchSpec) -> Forecast | None:
+def _forecast_of(spec: LaunchSpec) -> Forecast | None:
     """The run's forecast from where it starts (:mod:`dexrl.training.forecast`), None when
     there is none for it."""
     from dexrl.training.forecast import device_kind, make_forecast
 
-    plan = _plan_of(ready)
+    plan = _plan_of(spec)
     if plan is None:
         return None
-    start = ready.resume_from.step if ready.resume_from is not None else 0
-    forecast = make_forecast(ready.cfg, plan, device_kind(ready.smoke)[0], from_step=start)
+    start = spec.resume_from.step if spec.resume_from is not None else 0
+    forecast = make_forecast(spec.cfg, plan, device_kind(spec.smoke)[0], from_step=start)
     return None if isinstance(forecast, str) else forecast
 
 
-def _plan_of(ready: LaunchSpec) -> Plan | None:
+def _plan_of(spec: LaunchSpec) -> Plan | None:
     """The run's plan, None when it cannot be made (what it needs is gone)."""
     from omegaconf import OmegaConf
 
     from dexrl.config.checks import Facts
     from dexrl.training.plan import make_plan
 
-    suite = OmegaConf.select(ready.cfg, "env.train.task_suite_name", default=None)
+    suite = OmegaConf.select(spec.cfg, "env.train.task_suite_name", default=None)
     try:
-        return make_plan(ready.cfg, Facts(suite, ready.gpus_per_node, cpu_only=ready.smoke))
+        return make_plan(spec.cfg, Facts(suite, spec.gpus_per_node, cpu_only=spec.smoke))
     except Exception:  # a fact to add to an error, never a second failure
         return None
 

@@ -6,13 +6,16 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 from pathlib import Path
-
-from omegaconf import DictConfig
+from typing import TYPE_CHECKING
 
 from dexrl.bridge.registry import EXT_MODULE
 from dexrl.errors import DexrlError
-from dexrl.runs.checkpoints import Checkpoint
 from dexrl.runs.layout import LOG_FILE
+
+if TYPE_CHECKING:  # the verbs import this module for --help, which stays light
+    from omegaconf import DictConfig
+
+    from dexrl.runs.checkpoints import Checkpoint
 
 
 def start_step(resume_from: Checkpoint | None) -> int:
