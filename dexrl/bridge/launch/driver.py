@@ -21,7 +21,7 @@ from omegaconf import DictConfig, OmegaConf
 from dexrl.bridge.launch.events import Progress
 from dexrl.bridge.launch.failures import FailureSignal
 from dexrl.bridge.launch.output import Output
-from dexrl.bridge.launch.spec import LaunchOptions, LaunchSpec
+from dexrl.bridge.launch.spec import LaunchSpec
 from dexrl.bridge.launch.stop import Interrupted, StopSignals
 from dexrl.bridge.launch.supervisor import Supervisor
 from dexrl.bridge.registry import EXT_MODULE
@@ -33,8 +33,7 @@ from dexrl.runs.owned_keys import check_run_folder
 from dexrl.runs.record import use_wandb_run_id
 from dexrl.runs.state import begin, watch_private_ray
 
-__all__ = ["BANNER", "LaunchOptions", "LaunchSpec", "Progress", "launch", "worker_env",
-           "gl_backend", "wait_for_nodes"]
+__all__ = ["BANNER", "Progress", "launch", "worker_env", "gl_backend", "wait_for_nodes"]
 
 BANNER = "[Dexbotic RL] Launching from Dexbotic entrypoint with RLinf as backend."
 INTERRUPTED = 130
