@@ -62,17 +62,26 @@ def test_only_the_cli_imports_the_commands() -> None:
     assert found == []
 
 
+# The verbs' shared flag definitions: a module of dexrl.commands that is not a verb.
+SHARED_OPTIONS = "dexrl.commands.options"
+
+
 def command_imports(imports: dict[str, set[str]] = IMPORTS) -> list[str]:
-    """``command -> name`` for every import of one command module by another."""
+    """``command -> name`` for every import of one command module by another (the shared
+    options excepted, which import no verb)."""
     return sorted(f"{module} -> {name}" for module, names in imports.items()
                   if _within(module, "dexrl.commands") and module != "dexrl.commands"
                   for name in names if _within(name, "dexrl.commands")
-                  and name != "dexrl.commands" and not _within(name, module))
+                  and name != "dexrl.commands" and not _within(name, module)
+                  and not _within(name, SHARED_OPTIONS))
 
 
 def test_no_command_imports_another() -> None:
-    """What two verbs share lives in a library module (training, config, hub, downloads, ...)."""
+    """What two verbs share lives in a library module (training, config, hub, downloads, ...);
+    their flags, in the shared options module, which imports no verb."""
     assert command_imports() == []
+    assert not any(_within(name, "dexrl.commands") and name != "dexrl.commands"
+                   for name in IMPORTS[SHARED_OPTIONS])
 
 
 # Each unit (a top-level module or package of dexrl, or a module or subpackage ranked on its own)

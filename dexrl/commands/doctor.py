@@ -3,11 +3,14 @@
 from __future__ import annotations
 
 import sys
+from dataclasses import replace
 from pathlib import Path
 from typing import TYPE_CHECKING
 
 import typer
 
+from dexrl.commands import options
+from dexrl.config.request import ConfigRequest
 from dexrl.errors import DexrlError
 
 if TYPE_CHECKING:
@@ -35,9 +38,8 @@ Examples:
 """
 
 
-def build_context(suite: str | None, model: str | None, config_name: str | None,
-                  overrides: list[str], ckpt: str | None, ray_address: str | None, quick: bool,
-                  budget: float) -> tuple[Context, list[Finding] | None]:
+def build_context(request: ConfigRequest, ckpt: str | None, ray_address: str | None,
+                  quick: bool, budget: float) -> tuple[Context, list[Finding] | None]:
     """Compose the chosen config (bad input raises DexrlError) and gather the run's inputs.
 
     Returns:
@@ -48,45 +50,44 @@ def build_context(suite: str | None, model: str | None, config_name: str | None,
     from dexrl.config.compose import suite_of
     from dexrl.config.validate import compose_and_check
     from dexrl.doctor.context import DEFAULT_SUITE, Budget, Context
-    from dexrl.training.session import ckpt_overrides
 
     ctx = Context(Budget(budget), suite=DEFAULT_SUITE, ray_address=ray_address or None,
                   quick=quick)
     ckpt_path = locate_checkpoint(ckpt) if ckpt else None
-    if model or config_name:
-        extra = ckpt_overrides(ckpt_path) if ckpt_path else []
-        validated = compose_and_check(suite, model, config_name, extra + overrides)
+    if request.names_config:
+        request = replace(request, ckpt_path=ckpt_path)
+        validated = compose_and_check(request.suite, request.model, request.config_name,
+                                      request.hydra_overrides())
         ctx.cfg, ctx.config_name = validated.cfg, validated.name
-        ctx.suite = suite_of(validated.cfg, suite) or DEFAULT_SUITE
+        ctx.suite = suite_of(validated.cfg, request.suite) or DEFAULT_SUITE
         path = ctx.select("actor.model.model_path")
         ctx.ckpt = ckpt_path or (Path(str(path)).expanduser() if path else None)
         return ctx, validated.findings
-    if overrides:
+    if request.hydra_overrides():  # --mode, --algo and --noise change a config too
         raise DexrlError("overrides need a config", "add --suite S --model M or --config-name "
                          "NAME", where="overrides", code="doctor-overrides-need-config")
-    if suite:
-        ctx.suite = get_suite(suite).name
+    if request.suite:
+        ctx.suite = get_suite(request.suite).name
     ctx.ckpt = ckpt_path
     return ctx, None
 
 
 def doctor(
-    suite: str = typer.Option(None, "--suite", "-s",
-                              help="LIBERO suite (e.g. libero_spatial) or built-in task "
-                              "(reach, reach_cued)."),
-    model: str = typer.Option(None, "--model", "-m",
-                              help="Policy: pi0, dm0 or a plugin's (`dexrl configs` lists them)."),
-    config_name: str = typer.Option(None, "--config-name", "-c", help="A shipped config name."),
-    ckpt: str = typer.Option(None, "--ckpt", help="Checkpoint dir or downloaded repo id."),
-    ray_address: str = typer.Option(None, "--ray-address", envvar="RAY_ADDRESS",
-                                    help="Attach to this Ray cluster instead of a private one."),
+    suite: str = options.suite(),
+    model: str = options.model(),
+    config_name: str = options.config_name(),
+    ckpt: str = options.ckpt(),
+    ray_address: str = options.ray_address(),
     as_json: bool = typer.Option(False, "--json", help="Print the JSON document only."),
     markdown: bool = typer.Option(False, "--markdown", help="Print a bug-report block only."),
     quick: bool = typer.Option(False, "--quick",
                                help="Skip the slow probes (LIBERO env step, renders per GPU)."),
     budget: float = typer.Option(300.0, "--budget", min=10.0,
                                  help="Seconds for everything; doctor never runs longer."),
-    overrides: list[str] = typer.Argument(None, help="Hydra overrides, key=value."),
+    overrides: list[str] = options.overrides(),
+    mode: str = options.mode(),
+    algo: str = options.algo(),
+    noise: str = options.noise(),
 ) -> None:
     """Check this machine and its Ray cluster for a launch: every check ok / warn / fail / skip."""
     # Imported here so that `dexrl --help` does not pay for the doctor's modules.
@@ -100,8 +101,9 @@ def doctor(
     if as_json and markdown:
         raise DexrlError("--json and --markdown are exclusive", "pick one output format",
                          code="flags-json-markdown")
-    ctx, findings = build_context(suite, model, config_name, list(overrides or []), ckpt,
-                                  ray_address, quick, budget)
+    request = ConfigRequest(suite=suite, model=model, config_name=config_name, mode=mode,
+                            algo=algo, noise=noise, overrides=tuple(overrides or ()))
+    ctx, findings = build_context(request, ckpt, ray_address, quick, budget)
     if ctx.ray_address:
         check_address(ctx.ray_address, connect_timeout=min(60.0, budget / 2))
     ctx.facts["env"] = relevant_env()  # before Ray adds variables of its own

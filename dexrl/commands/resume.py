@@ -9,9 +9,9 @@ from typing import Any
 
 import typer
 
-from dexrl.errors import DexrlError
+from dexrl.bridge.launch.spec import LaunchOptions
+from dexrl.commands import options
 from dexrl.training.session import (
-    LaunchOptions,
     ResumeRequest,
     prepare_resume,
     run,
@@ -50,13 +50,11 @@ def resume(
     step: int = typer.Option(None, "--step", min=0, help="Resume from this checkpoint step."),
     allow_changes: bool = typer.Option(False, "--allow-changes",
                                        help="Accept overrides that change the experiment."),
-    ray_address: str = typer.Option(None, "--ray-address", envvar="RAY_ADDRESS",
-                                    help="Attach to this Ray cluster instead of a private one."),
+    ray_address: str = options.ray_address(),
     dry_run: bool = typer.Option(False, "--dry-run", help="Show what would continue, from which "
                                  "step, with which config changes; start and write nothing."),
-    verbose: bool = typer.Option(False, "--verbose", "-v", help="Show worker logs too."),
-    stall_timeout: float = typer.Option(1800.0, "--stall-timeout", min=1,
-                                        help="Seconds without progress before giving up."),
+    verbose: bool = options.verbose(),
+    stall_timeout: float = options.stall_timeout(),
     overrides: list[str] = typer.Argument(None, help="Overrides, key=value (see --help)."),
     as_json: bool = typer.Option(False, "--json", help="With --dry-run: print one JSON document "
                                  f"(schema {PLAN_SCHEMA}) instead of text."),
@@ -68,11 +66,8 @@ def resume(
     from dexrl.config.resume_rules import config_diff, diff_lines
     from dexrl.console import console, print_json
 
-    if as_json and not dry_run:
-        raise DexrlError("--json needs --dry-run: a resumed run's progress is lines of text, "
-                         "not one JSON document", "add --dry-run for what would continue as "
-                         "JSON; a run's metrics are in RUN_DIR/tensorboard, its state in "
-                         "RUN_DIR/run-state.json", code="flags-json-needs-dry-run")
+    options.refuse_json_without_dry_run(as_json, dry_run, progress="a resumed run's progress",
+                                        as_data="what would continue")
     resumption = prepare_resume(ResumeRequest(
         run_dir, step=step, allow_changes=allow_changes, overrides=tuple(overrides or ()),
         launch=LaunchOptions(ray_address=ray_address, verbose=verbose,

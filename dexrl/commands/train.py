@@ -7,10 +7,10 @@ from pathlib import Path
 
 import typer
 
-from dexrl.config.algorithms import ALGO_HELP, NOISE_HELP
-from dexrl.errors import DexrlError
+from dexrl.bridge.launch.spec import LaunchOptions
+from dexrl.commands import options
+from dexrl.config.request import ConfigRequest
 from dexrl.training.session import (
-    LaunchOptions,
     NewRun,
     TrainRequest,
     launch_plan,
@@ -51,47 +51,37 @@ PLAN_SCHEMA = "dexrl.train-plan/1"  # `--dry-run --json`
 
 
 def train(
-    suite: str = typer.Option(None, "--suite", "-s",
-                              help="LIBERO suite (e.g. libero_spatial) or built-in task "
-                              "(reach, reach_cued)."),
-    model: str = typer.Option(None, "--model", "-m",
-                              help="Policy: pi0, dm0 or a plugin's (`dexrl configs` lists them)."),
-    config_name: str = typer.Option(None, "--config-name", "-c", help="A shipped config name."),
-    ckpt: str = typer.Option(None, "--ckpt", help="Checkpoint dir or downloaded repo id."),
+    suite: str = options.suite(),
+    model: str = options.model(),
+    config_name: str = options.config_name(),
+    ckpt: str = options.ckpt(),
     name: str = typer.Option(None, "--name", help="Run name (default <suite>_<model>_<time>)."),
     run_dir: Path = typer.Option(None, "--run-dir", help="Run directory (default runs/<name>)."),
-    ray_address: str = typer.Option(None, "--ray-address", envvar="RAY_ADDRESS",
-                                    help="Attach to this Ray cluster instead of a private one."),
+    ray_address: str = options.ray_address(),
     dry_run: bool = typer.Option(False, "--dry-run", help="Print the plan; start nothing."),
     smoke: bool = typer.Option(False, "--smoke",
                                help="Tiny random model on the CPU. LIBERO suites: one env, one "
                                "step; built-in tasks (reach, reach_cued): their shipped steps "
                                "and envs."),
-    verbose: bool = typer.Option(False, "--verbose", "-v", help="Show worker logs too."),
+    verbose: bool = options.verbose(),
     gpus_per_node: int = typer.Option(None, "--gpus-per-node", min=1,
                                       help="GPUs per node (default: this node's, else 8)."),
-    stall_timeout: float = typer.Option(1800.0, "--stall-timeout", min=1,
-                                        help="Seconds without progress before giving up."),
-    overrides: list[str] = typer.Argument(None, help="Hydra overrides, key=value."),
+    stall_timeout: float = options.stall_timeout(),
+    overrides: list[str] = options.overrides(),
     as_json: bool = typer.Option(False, "--json", help="With --dry-run: print one JSON document "
                                  f"(schema {PLAN_SCHEMA}) instead of text."),
-    mode: str = typer.Option(None, "--mode",
-                             help="sync (default): roll out, then train. async: RLinf's async "
-                             "PPO, rollouts go on while the actor trains "
-                             "(docs/execution-modes.md)."),
-    algo: str = typer.Option(None, "--algo", help=ALGO_HELP),
-    noise: str = typer.Option(None, "--noise", help=NOISE_HELP),
+    mode: str = options.mode(),
+    algo: str = options.algo(),
+    noise: str = options.noise(),
 ) -> None:
     """Train a policy with PPO or GRPO on a LIBERO suite or a built-in task via RLinf."""
-    if as_json and not dry_run:
-        raise DexrlError("--json needs --dry-run: a training run's progress is lines of text, "
-                         "not one JSON document", "add --dry-run for the plan as JSON; a run's "
-                         "metrics are in RUN_DIR/tensorboard, its state in RUN_DIR/run-state.json",
-                         code="flags-json-needs-dry-run")
+    options.refuse_json_without_dry_run(as_json, dry_run, progress="a training run's progress",
+                                        as_data="the plan")
     new = prepare(TrainRequest(
-        suite=suite, model=model, config_name=config_name, ckpt=ckpt, name=name,
-        run_dir=run_dir, smoke=smoke, dry_run=dry_run, gpus_per_node=gpus_per_node,
-        overrides=tuple(overrides or ()), mode=mode, algo=algo, noise=noise,
+        config=ConfigRequest(suite=suite, model=model, config_name=config_name, mode=mode,
+                             algo=algo, noise=noise, smoke=smoke,
+                             overrides=tuple(overrides or ())),
+        ckpt=ckpt, name=name, run_dir=run_dir, dry_run=dry_run, gpus_per_node=gpus_per_node,
         launch=LaunchOptions(ray_address=ray_address, verbose=verbose,
                              stall_timeout=stall_timeout)))
     if dry_run:

@@ -6,8 +6,8 @@ from typing import TYPE_CHECKING, Any
 
 import typer
 
-from dexrl.config.algorithms import ALGO_HELP, NOISE_HELP, algo_overrides
-from dexrl.config.modes import mode_overrides
+from dexrl.commands import options
+from dexrl.config.request import ConfigRequest
 from dexrl.errors import DexrlError, one_line
 
 if TYPE_CHECKING:
@@ -92,14 +92,10 @@ def report(result: Validated, console: Console, strict: bool) -> int:
 
 
 def validate(
-    suite: str = typer.Option(None, "--suite", "-s",
-                              help="LIBERO suite (e.g. libero_spatial) or built-in task "
-                              "(reach, reach_cued)."),
-    model: str = typer.Option(None, "--model", "-m",
-                              help="Policy: pi0, dm0 or a plugin's (`dexrl configs` lists them)."),
-    config_name: str = typer.Option(None, "--config-name", "-c",
-                                    help="A shipped config name instead of --suite/--model."),
-    overrides: list[str] = typer.Argument(None, help="Hydra overrides, key=value."),
+    suite: str = options.suite(),
+    model: str = options.model(),
+    config_name: str = options.config_name(),
+    overrides: list[str] = options.overrides(),
     print_cfg: bool = typer.Option(False, "--print", help="Print the resolved config as YAML "
                                    "(with --json: under \"config\" in the document)."),
     strict: bool = typer.Option(False, "--strict", help="Treat warnings as errors."),
@@ -110,11 +106,9 @@ def validate(
                                 "(in the chosen config, else libero_spatial pi0) and meaning."),
     as_json: bool = typer.Option(False, "--json", help="Print one JSON document (schema "
                                  f"{SCHEMA}) instead of text; exit 2 as without it."),
-    mode: str = typer.Option(None, "--mode",
-                             help="sync (default), async or pipeline: check the config for that "
-                             "execution mode (docs/execution-modes.md)."),
-    algo: str = typer.Option(None, "--algo", help=ALGO_HELP),
-    noise: str = typer.Option(None, "--noise", help=NOISE_HELP),
+    mode: str = options.mode(),
+    algo: str = options.algo(),
+    noise: str = options.noise(),
 ) -> None:
     """Compose and check a training config (no Ray, no GPU, no rlinf import)."""
     from omegaconf import OmegaConf
@@ -128,8 +122,9 @@ def validate(
         raise DexrlError("--explain prints a description for people and takes no --json",
                          "drop --json to read it, or drop --explain to check the config",
                          code="flags-explain-json")
-    overrides = [*mode_overrides(mode), *algo_overrides(algo, noise, suite, config_name),
-                 *(overrides or [])]
+    overrides = ConfigRequest(suite=suite, model=model, config_name=config_name, mode=mode,
+                              algo=algo, noise=noise,
+                              overrides=tuple(overrides or ())).hydra_overrides()
     if explain:
         show_key(explain, suite, model, config_name, overrides)
         return

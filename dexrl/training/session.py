@@ -1,11 +1,11 @@
-"""The training session, one for ``train`` and ``resume`` (``doctor``'s checkpoint check uses it).
+"""The training session, one for ``train`` and ``resume``.
 
 ``train``: :func:`prepare` (compose and check the config once; writes nothing; ``--dry-run``
 stops there), :func:`start` (writes the run folder), :func:`run` (one launch through the bridge,
 print progress). ``resume``: :func:`prepare_resume`, :func:`start_resume`, then the same
 :func:`run`. The commands hand their flags over as one :class:`TrainRequest` or
-:class:`ResumeRequest`; :func:`start` and :func:`start_resume` return the :class:`Ready` run that
-:func:`run` launches.
+:class:`ResumeRequest`; :func:`start` and :func:`start_resume` build the run's one
+:class:`~dexrl.bridge.launch.spec.LaunchSpec`, which :func:`run` hands the bridge.
 """
 
 from __future__ import annotations
@@ -13,11 +13,13 @@ from __future__ import annotations
 import os
 import sys
 import tempfile
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from dexrl.catalog import get_policy, load_reference, smoke_overlay
+from dexrl.bridge.launch.spec import LaunchOptions, LaunchSpec
+from dexrl.catalog import get_policy, load_reference
+from dexrl.config.request import ConfigRequest
 from dexrl.errors import DexrlError, Finding, errors
 from dexrl.runs.layout import SMOKE_CHECKPOINT
 
@@ -31,32 +33,20 @@ if TYPE_CHECKING:
 
 
 @dataclass(frozen=True)
-class LaunchOptions:
-    """How a run is launched: the flags ``train`` and ``resume`` share."""
-
-    ray_address: str | None = None  # --ray-address (or $RAY_ADDRESS)
-    verbose: bool = False  # --verbose
-    stall_timeout: float = 1800.0  # --stall-timeout, seconds
-
-
-@dataclass(frozen=True)
 class TrainRequest:
     """What ``dexrl train`` asks for: its flags and overrides, built by the command."""
 
-    suite: str | None = None
-    model: str | None = None
-    config_name: str | None = None
-    ckpt: str | None = None
+    config: ConfigRequest = field(default_factory=ConfigRequest)  # its checkpoint left out
+    ckpt: str | None = None  # --ckpt, located by prepare()
     name: str | None = None
     run_dir: Path | None = None
-    smoke: bool = False
     dry_run: bool = False
     gpus_per_node: int | None = None
-    overrides: tuple[str, ...] = ()
     launch: LaunchOptions = field(default_factory=LaunchOptions)
-    mode: str | None = None  # --mode: sync or async (dexrl.config.modes)
-    algo: str | None = None  # --algo: ppo or grpo (dexrl.config.algorithms)
-    noise: str | None = None  # --noise: flow_sde or flow_noise
+
+    @property
+    def smoke(self) -> bool:
+        return self.config.smoke
 
 
 @dataclass(frozen=True)
@@ -70,22 +60,10 @@ class ResumeRequest:
     launch: LaunchOptions = field(default_factory=LaunchOptions)
 
 
-@dataclass(frozen=True)
-class Ready:
-    """A written run folder ready to launch (:func:`start`, :func:`start_resume`): everything
-    :func:`run` hands the bridge, its steps computed once."""
-
-    cfg: DictConfig  # resolved, its run-folder fields set
-    run_dir: Path
-    smoke: bool
-    resume_from: Checkpoint | None  # the complete checkpoint it continues from (None: step 0)
-    total: int  # the step it stops at
-    options: LaunchOptions
-
-
-def ckpt_overrides(path: Path) -> list[str]:
-    """Point both model paths at one checkpoint (the rollout follows the actor)."""
-    return [f"actor.model.model_path={path}"]
+def gpus_per_node(smoke: bool, visible: int, asked: int | None = None) -> int:
+    """GPUs per node a run's checks, plan and error figures assume: ``--gpus-per-node``, else
+    one for ``--smoke`` (the CPU), else the ``visible`` GPUs of this node, else 8."""
+    return asked or (1 if smoke else visible or 8)
 
 
 def refuse_on_errors(name: str, findings: list[Finding]) -> None:
@@ -135,24 +113,20 @@ def write_smoke_checkpoint(run_dir: Path, model_type: str) -> Path | None:
     return target
 
 
-def run(ready: Ready) -> int:
+def run(spec: LaunchSpec) -> int:
     """Launch through the bridge (one call: it registers the policies, records the run's state
     and supervises RLinf) and print progress; shared by ``train`` and ``resume``."""
     from dexrl.bridge.launch import driver as bridge
     from dexrl.training.progress import ProgressPrinter
 
-    printer = ProgressPrinter(run_dir=ready.run_dir, forecast=_forecast_of(ready))
-    options = ready.options
+    printer = ProgressPrinter(run_dir=spec.run_dir, forecast=_forecast_of(spec))
     try:
-        code = bridge.launch(ready.cfg, ready.run_dir, total=ready.total,
-                             resume_from=ready.resume_from, smoke=ready.smoke,
-                             ray_address=options.ray_address, verbose=options.verbose,
-                             stall_timeout_s=options.stall_timeout, on_progress=printer)
+        code = bridge.launch(spec, on_progress=printer)
     except DexrlError as exc:
-        raise with_plan_facts(exc, ready) from None
+        raise with_plan_facts(exc, spec) from None
     printer.curves()  # RLinf closed its TensorBoard writer: the last step is on disk now
     if code:
-        printer.console.print(interrupted_note(ready.run_dir), markup=False)
+        printer.console.print(interrupted_note(spec.run_dir), markup=False)
     return code
 
 
@@ -170,25 +144,25 @@ def interrupted_note(run_dir: Path) -> str:
             f"`dexrl resume {run_dir}` starts it again from step 0.")
 
 
-def with_plan_facts(exc: DexrlError, ready: Ready) -> DexrlError:
+def with_plan_facts(exc: DexrlError, spec: LaunchSpec) -> DexrlError:
     """``exc``, its message extended by what the run's plan says where that helps: the size of a
     checkpoint for a full disk, the memory estimate of the worker group that ran out of it."""
     from dexrl.runs.layout import checkpoints_dir
 
     if exc.code not in ("disk-full", "training-out-of-memory"):
         return exc
-    plan = _plan_of(ready)
+    plan = _plan_of(spec)
     if plan is None:
         return exc
     from dexrl.training.plan import size_text
 
     if exc.code == "disk-full":
         fact = (f"each checkpoint needs about {size_text(plan.checkpoint_gb)} in "
-                f"{checkpoints_dir(ready.run_dir)} (the plan's estimate)")
+                f"{checkpoints_dir(spec.run_dir)} (the plan's estimate)")
     else:
         role = (exc.where or "").rpartition(" ")[2]
         gpus = plan.placement.get(role, [])
-        per_node = _per_node(ready)
+        per_node = spec.gpus_per_node
         estimates = [plan.memory_gb_per_gpu.get(n * per_node + g, 0.0) for n, g in gpus]
         if not estimates:
             return exc
@@ -199,33 +173,29 @@ def with_plan_facts(exc: DexrlError, ready: Ready) -> DexrlError:
     return exc
 
 
-def _forecast_of(ready: Ready) -> Forecast | None:
+def _forecast_of(spec: LaunchSpec) -> Forecast | None:
     """The run's forecast from where it starts (:mod:`dexrl.training.forecast`), None when
     there is none for it."""
     from dexrl.training.forecast import device_kind, make_forecast
 
-    plan = _plan_of(ready)
+    plan = _plan_of(spec)
     if plan is None:
         return None
-    start = ready.resume_from.step if ready.resume_from is not None else 0
-    forecast = make_forecast(ready.cfg, plan, device_kind(ready.smoke)[0], from_step=start)
+    start = spec.resume_from.step if spec.resume_from is not None else 0
+    forecast = make_forecast(spec.cfg, plan, device_kind(spec.smoke)[0], from_step=start)
     return None if isinstance(forecast, str) else forecast
 
 
-def _per_node(ready: Ready) -> int:
-    return 1 if ready.smoke else (gpu_count() or 1)
-
-
-def _plan_of(ready: Ready) -> Plan | None:
+def _plan_of(spec: LaunchSpec) -> Plan | None:
     """The run's plan, None when it cannot be made (what it needs is gone)."""
     from omegaconf import OmegaConf
 
     from dexrl.config.checks import Facts
     from dexrl.training.plan import make_plan
 
-    suite = OmegaConf.select(ready.cfg, "env.train.task_suite_name", default=None)
+    suite = OmegaConf.select(spec.cfg, "env.train.task_suite_name", default=None)
     try:
-        return make_plan(ready.cfg, Facts(suite, _per_node(ready), cpu_only=ready.smoke))
+        return make_plan(spec.cfg, Facts(suite, spec.gpus_per_node, cpu_only=spec.smoke))
     except Exception:  # a fact to add to an error, never a second failure
         return None
 
@@ -257,14 +227,13 @@ def prepare(request: TrainRequest) -> NewRun:
     from omegaconf import OmegaConf
 
     from dexrl.checkpoints.sources import locate_checkpoint
-    from dexrl.config.algorithms import algo_overrides
     from dexrl.config.compose import suite_of
-    from dexrl.config.modes import mode_overrides
     from dexrl.config.owned_keys import set_run_folder
     from dexrl.config.validate import check_composed, compose_request
     from dexrl.runs.layout import default_run_dir
 
-    suite, model, smoke = request.suite, request.model, request.smoke
+    asked = request.config
+    suite, model, smoke = asked.suite, asked.model, asked.smoke
     if request.name and request.run_dir:
         raise DexrlError("--name and --run-dir both name the run folder",
                          "pass one: --name NAME (runs/NAME) or --run-dir PATH",
@@ -273,17 +242,12 @@ def prepare(request: TrainRequest) -> NewRun:
         raise DexrlError("--smoke trains a tiny random model and takes no --ckpt",
                          "drop --ckpt, or drop --smoke to train the checkpoint",
                          code="flags-smoke-ckpt")
-    overrides = [*mode_overrides(request.mode),
-                 *algo_overrides(request.algo, request.noise, suite, request.config_name),
-                 *request.overrides]
     if request.ckpt:
-        overrides = ckpt_overrides(locate_checkpoint(request.ckpt)) + overrides
-    overlay = smoke_overlay(suite, request.config_name) if smoke else None
-    if overlay:
-        overrides = [f"+smoke={overlay}", *overrides]
+        asked = replace(asked, ckpt_path=locate_checkpoint(request.ckpt))
+    overrides = asked.hydra_overrides()
     gpus = 0 if request.dry_run or smoke else gpu_count()
-    per_node = request.gpus_per_node or (1 if smoke else gpus or 8)
-    composed = compose_request(suite, model, request.config_name, overrides)
+    per_node = gpus_per_node(smoke, gpus, request.gpus_per_node)
+    composed = compose_request(suite, model, asked.config_name, overrides)
     cfg = composed.cfg
     suite_name = suite_of(cfg, suite) or "libero"
     model_type = str(cfg.actor.model.model_type)
@@ -300,7 +264,7 @@ def prepare(request: TrainRequest) -> NewRun:
     return NewRun(request, result, findings, suite_name, per_node, gpus, target, settings)
 
 
-def start(new: NewRun) -> Ready:
+def start(new: NewRun) -> LaunchSpec:
     """Refuse what cannot launch, then write the run folder (``--smoke``'s tiny checkpoint
     included); the config is the one :func:`prepare` checked, resolved."""
     from omegaconf import OmegaConf
@@ -340,7 +304,8 @@ def start(new: NewRun) -> Ready:
     provenance = checkpoint_provenance(OmegaConf.select(cfg, "actor.model.model_path"))
     write_run_files(new.target, cfg, sys.argv,
                     {"checkpoint": provenance, "smoke": new.smoke, "suite": new.suite})
-    return Ready(cfg, new.target, new.smoke, None, planned_steps(cfg), new.request.launch)
+    return LaunchSpec(cfg, new.target, new.smoke, None, planned_steps(cfg), new.request.launch,
+                      gpus_per_node=new.per_node)
 
 
 def launch_plan(new: NewRun) -> Plan:
@@ -375,6 +340,7 @@ class Resumption:
     settings: dict[str, object]  # the run-folder fields dexrl sets
     total: int  # the step the run stops at
     smoke: bool
+    per_node: int  # GPUs per node the config was checked for
     notes: list[str]  # what happened to the folder before: story, skipped steps, a move
 
     @property
@@ -412,7 +378,7 @@ def prepare_resume(request: ResumeRequest) -> Resumption:
     settings = set_run_folder(new, opened.dir, checkpoint.path if checkpoint else None)
     suite = opened.manifest.get("suite") or OmegaConf.select(new, "env.train.task_suite_name")
     smoke = bool(opened.manifest.get("smoke"))
-    per_node = 1 if smoke else (gpu_count() or 1)
+    per_node = gpus_per_node(smoke, 0 if smoke else gpu_count())
     refuse_on_errors(str(opened.dir), run_config_checks(new, Facts(suite, per_node,
                                                                    cpu_only=smoke)))
     total = check_steps_left(new, checkpoint.step if checkpoint else 0, request.run_dir)
@@ -421,12 +387,13 @@ def prepare_resume(request: ResumeRequest) -> Resumption:
     if opened.moved_from is not None:
         notes.append(f"note: the run folder was at {opened.moved_from}; its paths now point "
                      f"into {opened.dir}")
-    return Resumption(request, opened.dir, checkpoint, old, new, settings, total, smoke, notes)
+    return Resumption(request, opened.dir, checkpoint, old, new, settings, total, smoke, per_node,
+                      notes)
 
 
-def start_resume(resumption: Resumption) -> Ready:
+def start_resume(resumption: Resumption) -> LaunchSpec:
     """Refuse a second live driver, then save the new config, resolved (without a checkpoint,
-    the :class:`Ready` run starts again from step 0)."""
+    the launch starts again from step 0)."""
     from dexrl.runs.record import resolved, save_config
     from dexrl.runs.state import STATE_FILE, previous_run
 
@@ -441,4 +408,5 @@ def start_resume(resumption: Resumption) -> Ready:
                          where=str(run_dir), code="run-in-use")
     cfg = resolved(resumption.new)
     save_config(run_dir, cfg)
-    return Ready(cfg, run_dir, resumption.smoke, resumption.checkpoint, resumption.total, options)
+    return LaunchSpec(cfg, run_dir, resumption.smoke, resumption.checkpoint, resumption.total,
+                      options, gpus_per_node=resumption.per_node)

@@ -93,6 +93,26 @@ def test_config_is_composed_and_checked(healthy: list[Context]) -> None:
     assert ctx.ckpt is not None and ctx.ckpt.name == "libero-db-pi0"
 
 
+def test_mode_and_algo_change_the_composed_config(healthy: list[Context]) -> None:
+    from dexrl.config.algorithms import algorithm_of
+    from dexrl.config.modes import run_mode
+
+    result = run("--suite", "libero_goal", "--model", "pi0", "--mode", "async", "--algo",
+                 "grpo", "--json")
+    assert result.exit_code in (0, 1), result.output
+    cfg = healthy[0].cfg
+    assert run_mode(cfg) == "async"
+    assert algorithm_of(cfg) == "grpo"
+
+
+def test_without_mode_and_algo_the_shipped_config_is_composed(healthy: list[Context]) -> None:
+    from dexrl.config.algorithms import algorithm_of
+    from dexrl.config.modes import run_mode
+
+    assert run("--suite", "libero_goal", "--model", "pi0", "--json").exit_code == 0
+    assert (run_mode(healthy[0].cfg), algorithm_of(healthy[0].cfg)) == ("sync", "ppo")
+
+
 def test_config_errors_fail(healthy: list[Context]) -> None:
     result = run("--config-name", "libero_goal_ppo_dexbotic_pi0",
                  "actor.global_batch_size=1000", "--json")
@@ -143,6 +163,9 @@ def _closed_port() -> int:
     (["--model", "pi0"], "config-selection-incomplete"),
     (["--suite", "libero_spatil"], "unknown-suite"),
     (["runner.max_steps=3"], "doctor-overrides-need-config"),
+    (["--mode", "async"], "doctor-overrides-need-config"),
+    (["--suite", "libero_goal", "--model", "pi0", "--mode", "asink"], "flags-mode-unknown"),
+    (["--suite", "libero_goal", "--model", "pi0", "--algo", "dpo"], "flags-algo-unknown"),
     (["--ckpt", "/no/such/checkpoint"], "checkpoint-not-found"),
     (["--ray-address", "127.0.0.1:{port}"], "ray-unreachable"),
 ])

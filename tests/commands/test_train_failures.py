@@ -7,17 +7,18 @@ from pathlib import Path
 
 from omegaconf import OmegaConf
 
+from dexrl.bridge.launch.spec import LaunchOptions, LaunchSpec
 from dexrl.checkpoints.files.steps import mark_complete
 from dexrl.config.compose import compose
 from dexrl.errors import DexrlError, disk_full_error
 from dexrl.runs.state import Tracker
-from dexrl.training.session import LaunchOptions, Ready, interrupted_note, with_plan_facts
+from dexrl.training.session import interrupted_note, with_plan_facts
 
 
-def _ready(tiny_pi0_dir: Path, run_dir: Path) -> Ready:
+def _ready(tiny_pi0_dir: Path, run_dir: Path) -> LaunchSpec:
     cfg = compose("reach_ppo_dexbotic_pi0")
     OmegaConf.update(cfg, "actor.model.model_path", str(tiny_pi0_dir))
-    return Ready(cfg, run_dir, True, None, 20, LaunchOptions())
+    return LaunchSpec(cfg, run_dir, True, None, 20, LaunchOptions(), gpus_per_node=1)
 
 
 def test_a_full_disk_names_the_size_of_a_checkpoint(tiny_pi0_dir: Path, tmp_path: Path) -> None:

@@ -14,6 +14,7 @@ import sys
 from pathlib import Path
 
 from dexrl.bridge.launch.driver import launch
+from dexrl.bridge.launch.spec import LaunchOptions, LaunchSpec
 from dexrl.bridge.registry import EXT_MODULE
 from dexrl.checkpoints.files.steps import pick_checkpoint
 from dexrl.config.compose import compose
@@ -38,8 +39,9 @@ def main(run_dir: str, mode: str, *overrides: str) -> int:
         total = check_steps_left(cfg, resume.step)
     set_run_folder(cfg, Path(run_dir), resume.path if resume else None)
     stall_s = float(os.environ.get("DEXRL_SMOKE_STALL_S", "600"))
-    return launch(cfg, Path(run_dir), total=total, resume_from=resume, smoke=True,
-                  ext_module=ext, stall_timeout_s=stall_s, on_progress=ProgressPrinter())
+    spec = LaunchSpec(cfg, Path(run_dir), True, resume, total,
+                      LaunchOptions(stall_timeout=stall_s), ext_module=ext)
+    return launch(spec, on_progress=ProgressPrinter())
 
 
 if __name__ == "__main__":

@@ -12,6 +12,7 @@ import subprocess
 import sys
 import time
 from collections.abc import Callable, Mapping
+from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
@@ -20,10 +21,11 @@ from omegaconf import DictConfig, OmegaConf
 from dexrl.bridge.launch.events import Progress
 from dexrl.bridge.launch.failures import FailureSignal
 from dexrl.bridge.launch.output import Output
+from dexrl.bridge.launch.spec import LaunchSpec
 from dexrl.bridge.launch.stop import Interrupted, StopSignals
 from dexrl.bridge.launch.supervisor import Supervisor
 from dexrl.bridge.registry import EXT_MODULE
-from dexrl.checkpoints.files.steps import Checkpoint, last_complete_fact, mark_complete
+from dexrl.checkpoints.files.steps import last_complete_fact, mark_complete
 from dexrl.config.owned_keys import check_run_folder
 from dexrl.config.run_watch import watch_from
 from dexrl.errors import DexrlError, disk_full, disk_full_error, disk_full_folder, one_line
@@ -167,16 +169,6 @@ def _prepare(cfg: DictConfig, *, smoke: bool, ext_module: str) -> dict[str, str]
                          "use a shipped config (`dexrl configs`)", where="actor.model.model_type",
                          code="rlinf-model-type-unregistered")
     return env
-
-
-def _start_step(resume_from: Checkpoint | None) -> int:
-    """The step a launch continues from: its checkpoint's (complete only), 0 for a new run."""
-    if resume_from is None:
-        return 0
-    if not resume_from.complete:
-        raise DexrlError("not a complete checkpoint", "pass a complete .../global_step_N folder",
-                         where=str(resume_from.path), code="checkpoint-incomplete")
-    return resume_from.step
 
 
 # Ray ----------------------------------------------------------------------------------------
@@ -345,22 +337,9 @@ def _pipeline(cfg: DictConfig, cluster: Any, listener: Supervisor) -> Callable[[
     return run
 
 
-def launch(
-    cfg: DictConfig,
-    run_dir: Path,
-    *,
-    total: int,
-    resume_from: Checkpoint | None = None,
-    smoke: bool = False,
-    ray_address: str | None = None,
-    verbose: bool = False,
-    node_wait_s: float = 300.0,
-    stall_timeout_s: float = 1800.0,
-    on_progress: Callable[[Progress], None] | None = None,
-    ext_module: str = EXT_MODULE,
-) -> int:
+def launch(spec: LaunchSpec, on_progress: Callable[[Progress], None] | None = None) -> int:
     """Prepare this process, record the launch in the run folder and train with RLinf until step
-    ``total``.
+    ``spec.total``.
 
     In order: the worker environment and the driver-side registration of dexrl's policies
     (:func:`_prepare`); the run's W&B id and ``run-state.json`` (kept current every step and
@@ -368,24 +347,13 @@ def launch(
     the supervisor.
 
     Args:
-        cfg: The composed config, its run-folder fields set by
-            :func:`dexrl.config.owned_keys.set_run_folder` for ``run_dir`` and ``resume_from``.
-        run_dir: The run folder (created; RLinf's log path).
-        total: The step the run stops at (:func:`dexrl.config.resume_rules.planned_steps`; for a
-            resume, :func:`~dexrl.config.resume_rules.check_steps_left`).
-        resume_from: The complete checkpoint to continue from (its step N; training starts at
-            N+1).
-        smoke: Probe the OpenGL backend (EGL, else OSMesa) instead of assuming EGL, when the
-            config renders.
-        ray_address: Attach to this Ray cluster (else ``$RAY_ADDRESS``); without either, a
-            private local Ray instance is started and stopped with the run.
-        verbose: Let RLinf's and the workers' output reach the terminal instead of the log.
-        node_wait_s: How long to wait for ``cluster.num_nodes`` Ray nodes.
-        stall_timeout_s: Give up when no step (or start-up) finishes within this time.
+        spec: The launch (:class:`~dexrl.bridge.launch.spec.LaunchSpec`): config, run folder
+            (created; RLinf's log path), the step it stops at, the checkpoint it continues from,
+            the Ray cluster to attach to (else ``$RAY_ADDRESS``; without either, a private
+            local Ray instance is started and stopped with the run), ``--verbose`` (RLinf's and
+            the workers' output on the terminal instead of the log) and the stall timeout.
         on_progress: Called in the calling thread for every :class:`Progress` event; its
             prints reach the terminal.
-        ext_module: RLinf extension module the driver and the workers load (tests pass their
-            own).
 
     Returns:
         0 when the run finished; 130 when interrupted with Ctrl-C (SIGINT), 143 with SIGTERM:
@@ -397,15 +365,16 @@ def launch(
             a diverged step (``training-diverged``), a full disk (``disk-full``). Ray is
             stopped and ``run-state.json`` closed (``failed``) before it propagates.
     """
-    run_dir = Path(os.path.abspath(run_dir))
-    check_run_folder(cfg, run_dir, resume_from.path if resume_from else None)
-    start_step = _start_step(resume_from)
+    spec = replace(spec, run_dir=Path(os.path.abspath(spec.run_dir)))
+    run_dir = spec.run_dir
+    check_run_folder(spec.cfg, run_dir, spec.resume_from.path if spec.resume_from else None)
+    start_step = spec.start_step
     stop = StopSignals(say=lambda text: print(text, file=sys.stderr, flush=True))
     stop.install()
     tracker = None
     status = "failed"
     try:
-        env = _prepare(cfg, smoke=smoke, ext_module=ext_module)
+        env = _prepare(spec.cfg, smoke=spec.smoke, ext_module=spec.ext_module)
         run_dir.mkdir(parents=True, exist_ok=True)
         use_wandb_run_id(run_dir)
         tracker = begin(run_dir, start_step)
@@ -416,10 +385,7 @@ def launch(
             if event.kind == "step":
                 tracker.step_done(event.step)
 
-        code = _supervised(cfg, run_dir, env, ext_module=ext_module, start_step=start_step,
-                           total=total, ray_address=ray_address, verbose=verbose,
-                           node_wait_s=node_wait_s, stall_timeout_s=stall_timeout_s,
-                           on_progress=show, stop=stop)
+        code = _supervised(spec, env, on_progress=show, stop=stop)
         status = "finished" if code == 0 else "interrupted"
         return code
     except KeyboardInterrupt as exc:  # Interrupted, or a Ctrl-C before the handler was in
@@ -451,41 +417,37 @@ def _disk_full(exc: OSError, run_dir: Path) -> DexrlError:
                            hint=f"free space on that disk, then `dexrl resume {run_dir}`")
 
 
-def _supervised(cfg: DictConfig, run_dir: Path, env: Mapping[str, str], *, ext_module: str,
-                start_step: int, total: int, ray_address: str | None, verbose: bool,
-                node_wait_s: float, stall_timeout_s: float,
+def _supervised(spec: LaunchSpec, env: Mapping[str, str], *,
                 on_progress: Callable[[Progress], None], stop: StopSignals) -> int:
     """Ray, RLinf's cluster and pipeline under the supervisor, output routed to the log."""
-    address = _ray_address(ray_address)
-    log_path = run_dir / LOG_FILE
-    output = Output(log_path, verbose)
+    cfg, run_dir = spec.cfg, spec.run_dir
+    address = _ray_address(spec.options.ray_address)
+    output = Output(run_dir / LOG_FILE, spec.options.verbose)
     failure = FailureSignal()
-    log_hint = "the terminal output above" if verbose else str(log_path)
     t0 = time.monotonic()
 
     def phase(name: str) -> None:  # start-up timings, for the log
         print(f"dexrl: {name} after {time.monotonic() - t0:.1f} s", file=sys.stderr, flush=True)
 
     with output:
-        stop._say = output.say  # its lines reach the terminal, not the log
+        stop.say_with(output.say)  # its lines reach the terminal, not the log
         output.say(BANNER)
         try:
-            _check_nodes(cfg, address, node_wait_s)
+            _check_nodes(cfg, address, spec.node_wait_s)
             cluster = _create_cluster(cfg, address)
             stop.install()  # Ray's init installed a SIGTERM handler of its own
             if address is None:  # reaped at once should this process be killed
                 watch_private_ray(run_dir)
             phase("Ray and RLinf's cluster up")
             failure.install()
-            _check_workers_register(cfg, ext_module, env)
+            _check_workers_register(cfg, spec.ext_module, env)
             phase("extension module checked in the workers")
             cfg = _validate(cfg)
             phase("config validated by RLinf")
-            supervisor = Supervisor(start_step=start_step, total=total,
-                                    stall_timeout_s=stall_timeout_s, failure=failure,
-                                    on_progress=on_progress, output=output, log_hint=log_hint,
+            supervisor = Supervisor(spec, failure=failure, output=output,
+                                    on_progress=on_progress,
                                     node_check=_node_check(cluster, address, run_dir),
-                                    on_checkpoint=mark_complete, run_dir=run_dir,
+                                    on_checkpoint=mark_complete,
                                     divergence=watch_from(cfg), stop=stop)
             stop.check()
             stop.may_raise = False  # from here the supervisor polls the request

@@ -48,6 +48,11 @@ class StopSignals:
         self._previous: dict[int, Any] = {}
         self._repeated = False
 
+    def say_with(self, say: Callable[[str], None]) -> None:
+        """Print this handler's lines with ``say`` from now on (the launch's output, once it
+        routes everything else to the log)."""
+        self._say = say
+
     def install(self) -> None:
         """Take SIGINT and SIGTERM (again after Ray's ``init`` set its own SIGTERM handler)."""
         if threading.current_thread() is not threading.main_thread():

@@ -32,6 +32,7 @@ from dexrl.bridge.launch.failures import (
     pending_calls,
 )
 from dexrl.bridge.launch.output import Output
+from dexrl.bridge.launch.spec import LaunchSpec
 from dexrl.bridge.launch.stop import Interrupted, StopSignals
 from dexrl.checkpoints.files.steps import last_complete, last_complete_fact
 from dexrl.errors import DexrlError, disk_full, disk_full_error, disk_full_folder
@@ -88,26 +89,26 @@ class _HealthWatch:
 class Supervisor:
     """Runs ``target`` (RLinf's loop) in a thread and turns what happens into events or errors.
 
+    Reads from ``spec`` the steps, the stall timeout, the run folder and where the log is.
+
     Also the :class:`dexrl.bridge.launch.workers.RunListener` the runner reports to.
     """
 
-    def __init__(self, *, start_step: int, total: int, stall_timeout_s: float,
-                 failure: FailureSignal, on_progress: Callable[[Progress], None] | None,
-                 output: Output, log_hint: str,
+    def __init__(self, spec: LaunchSpec, *, failure: FailureSignal, output: Output,
+                 on_progress: Callable[[Progress], None] | None = None,
                  node_check: Callable[[int], DexrlError | None] | None = None,
                  on_checkpoint: Callable[[Path, int], None] = lambda path, step: None,
-                 health_check_s: float = HEALTH_CHECK_S,
-                 run_dir: Path | None = None,
                  divergence: DivergenceWatch | None = None,
-                 stop: StopSignals | None = None) -> None:
-        self.step, self.total = start_step, total
-        self.stall_timeout_s = stall_timeout_s
+                 stop: StopSignals | None = None,
+                 health_check_s: float = HEALTH_CHECK_S) -> None:
+        self.step, self.total = spec.start_step, spec.total
+        self.stall_timeout_s = spec.options.stall_timeout
         self.failure, self.on_progress, self.output = failure, on_progress, output
-        self.log_hint = log_hint
+        self.log_hint = spec.log_hint
         self.node_check = node_check  # the error naming a lost node, given the step
         self.on_checkpoint = on_checkpoint  # a saved checkpoint of a clean step (folder, step)
         self.health_check_s = health_check_s
-        self.run_dir = run_dir
+        self.run_dir = spec.run_dir
         self.divergence, self.stop = divergence, stop
         self._events: queue.Queue[Progress] = queue.Queue()
         self._t0 = time.monotonic()
@@ -227,7 +228,7 @@ class Supervisor:
 
     def _divergence_error(self, diverged: Divergence) -> DexrlError:
         last = last_complete(self.run_dir)
-        run = self.run_dir or "RUN_DIR"
+        run = self.run_dir
         where = last_complete_fact(self.run_dir)
         if last is not None:
             hint = (f"lower the learning rate (actor.optim.lr, actor.optim.value_lr), then "
@@ -260,7 +261,7 @@ class Supervisor:
         time.sleep(1.0)  # a worker failure makes RLinf's loop trip over None results: let it land
         exc = outcome.error
         if disk_full(exc):
-            return self._disk_full(disk_full_folder(exc, self.run_dir or "."))
+            return self._disk_full(disk_full_folder(exc, self.run_dir))
         if self.failure.event.is_set() or self._unhealthy():
             return self._worker_failure()
         print(outcome.tb, file=sys.stderr)
@@ -294,7 +295,7 @@ class Supervisor:
         if any(disk_full_cause("\n".join(lines)) for _, _, lines in causes) or (
                 any("file write failed" in text for _, text, _ in causes)
                 and self._disk_nearly_full()):  # torch.save's stream writer names no errno
-            return self._disk_full(str(self.run_dir / "checkpoints") if self.run_dir else ".")
+            return self._disk_full(str(self.run_dir / "checkpoints"))
         memory = out_of_memory(causes)
         if memory is not None:
             role, kind, (name, summary, lines) = memory
@@ -315,15 +316,13 @@ class Supervisor:
 
     def _disk_nearly_full(self) -> bool:
         """Under 64 MiB free where the run writes its checkpoints."""
-        if self.run_dir is None:
-            return False
         try:
             return shutil.disk_usage(self.run_dir).free < 64 * 2**20
         except OSError:
             return False
 
     def _disk_full(self, folder: str) -> DexrlError:
-        resume = f"`dexrl resume {self.run_dir or 'RUN_DIR'}`"
+        resume = f"`dexrl resume {self.run_dir}`"
         return disk_full_error(f"{folder} during step {self.step + 1}",
                                facts=[last_complete_fact(self.run_dir)],
                                hint=f"free space on that disk, then {resume}")

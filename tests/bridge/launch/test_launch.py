@@ -18,6 +18,7 @@ from dexrl.bridge.launch import driver as launch
 from dexrl.bridge.launch.events import Progress
 from dexrl.bridge.launch.failures import FailureSignal, pending_calls
 from dexrl.bridge.launch.output import Output
+from dexrl.bridge.launch.spec import LaunchOptions, LaunchSpec, start_step
 from dexrl.bridge.launch.supervisor import Supervisor
 from dexrl.bridge.registry import EXT_MODULE
 from dexrl.checkpoints.files.steps import Checkpoint, list_checkpoints, mark_complete
@@ -165,15 +166,15 @@ def test_resume_point_must_be_complete_and_before_the_end(tmp_path: Path) -> Non
 
     from dexrl.config.resume_rules import check_steps_left
 
-    assert launch._start_step(None) == 0
-    assert launch._start_step(_found(_checkpoint(tmp_path, 2, complete=True))) == 2
+    assert start_step(None) == 0
+    assert start_step(_found(_checkpoint(tmp_path, 2, complete=True))) == 2
     with pytest.raises(DexrlError) as err:
-        launch._start_step(_found(_checkpoint(tmp_path, 1, complete=False)))
+        start_step(_found(_checkpoint(tmp_path, 1, complete=False)))
     assert err.value.code == "checkpoint-incomplete"
     cfg = OmegaConf.create({"runner": {"max_steps": 3, "max_epochs": 1000}})
     assert check_steps_left(cfg, 2) == 3
     with pytest.raises(DexrlError, match="already reached step 3 of 3") as err:
-        check_steps_left(cfg, launch._start_step(_found(_checkpoint(tmp_path, 3, complete=True))))
+        check_steps_left(cfg, start_step(_found(_checkpoint(tmp_path, 3, complete=True))))
     assert err.value.code == "resume-nothing-left"
 
 
@@ -269,6 +270,7 @@ ROUTING_SCRIPT = """
 import os, sys, threading
 from pathlib import Path
 from dexrl.bridge.launch.output import Output
+from dexrl.bridge.launch.spec import LaunchOptions, LaunchSpec, start_step
 
 with Output(Path(sys.argv[1]), verbose=False) as out:
     print("python print goes to the log")
@@ -310,9 +312,10 @@ class WorkerGroupFuncResult:
 
 
 def _supervisor(tmp_path: Path, stall_s: float, seen: list[Progress]) -> Supervisor:
-    return Supervisor(start_step=0, total=2, stall_timeout_s=stall_s, failure=FailureSignal(),
-                      on_progress=seen.append, output=Output(tmp_path / "log", verbose=True),
-                      log_hint="the log", on_checkpoint=mark_complete)
+    spec = LaunchSpec(OmegaConf.create(), tmp_path, False, None, 2,
+                      LaunchOptions(verbose=True, stall_timeout=stall_s))
+    return Supervisor(spec, failure=FailureSignal(), on_progress=seen.append,
+                      output=Output(tmp_path / "log", verbose=True), on_checkpoint=mark_complete)
 
 
 def test_stall_names_the_worker_group_rlinf_waits_on(tmp_path: Path) -> None:

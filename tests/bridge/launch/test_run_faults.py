@@ -11,11 +11,13 @@ import threading
 from pathlib import Path
 
 import pytest
+from omegaconf import OmegaConf
 
 from dexrl.bridge.launch import supervisor as supervise
 from dexrl.bridge.launch.events import Progress
 from dexrl.bridge.launch.failures import FailureSignal, out_of_memory
 from dexrl.bridge.launch.output import Output, _Local, _Routed
+from dexrl.bridge.launch.spec import LaunchOptions, LaunchSpec
 from dexrl.bridge.launch.stop import Interrupted, StopSignals
 from dexrl.bridge.launch.supervisor import Supervisor
 from dexrl.checkpoints.files.steps import list_checkpoints, mark_complete
@@ -44,9 +46,10 @@ def _save(run_dir: Path, step: int) -> Path:
 
 def _supervisor(run_dir: Path, seen: list[Progress], *, watch: DivergenceWatch | None = None,
                 stop: StopSignals | None = None, on_checkpoint=mark_complete) -> Supervisor:
-    return Supervisor(start_step=0, total=9, stall_timeout_s=30, failure=FailureSignal(),
-                      on_progress=seen.append, output=Output(run_dir / "log", verbose=True),
-                      log_hint="the log", on_checkpoint=on_checkpoint, run_dir=run_dir,
+    spec = LaunchSpec(OmegaConf.create(), run_dir, False, None, 9,
+                      LaunchOptions(verbose=True, stall_timeout=30))
+    return Supervisor(spec, failure=FailureSignal(), on_progress=seen.append,
+                      output=Output(run_dir / "log", verbose=True), on_checkpoint=on_checkpoint,
                       divergence=watch or DivergenceWatch(), stop=stop)
 
 
@@ -299,7 +302,7 @@ def quick_launch(tmp_path: Path, monkeypatch: pytest.MonkeyPatch):
 
     def go(body) -> int:
         monkeypatch.setattr(driver, "_supervised", lambda *a, **kw: body(run_dir))
-        return driver.launch(cfg, run_dir, total=3)
+        return driver.launch(LaunchSpec(cfg, run_dir, False, None, 3))
 
     return go, run_dir
 

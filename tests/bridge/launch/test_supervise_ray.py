@@ -15,13 +15,20 @@ from pathlib import Path
 
 import pytest
 import ray
+from omegaconf import OmegaConf
 
 from dexrl.bridge.launch import failures
 from dexrl.bridge.launch import supervisor as supervising
+from dexrl.bridge.launch.spec import LaunchOptions, LaunchSpec
 from dexrl.bridge.launch.supervisor import FailureSignal, Output, Progress, Supervisor
 from dexrl.errors import DexrlError
 
 pytestmark = pytest.mark.spawns  # Ray: one private instance for the module
+
+
+def _spec(run_dir: Path, *, total: int) -> LaunchSpec:
+    return LaunchSpec(OmegaConf.create(), run_dir, False, None, total,
+                      LaunchOptions(verbose=True, stall_timeout=120))
 
 
 @pytest.fixture(scope="module")
@@ -91,9 +98,9 @@ def test_a_run_that_finished_is_not_failed_by_a_late_health_check(
     monkeypatch.setattr(supervising, "failed_task_causes", lambda: [])
 
     def supervisor() -> Supervisor:
-        return Supervisor(start_step=0, total=1, stall_timeout_s=120, failure=FailureSignal(),
+        return Supervisor(_spec(tmp_path, total=1), failure=FailureSignal(),
                           on_progress=None, output=Output(tmp_path / "log", verbose=True),
-                          log_hint="the log", health_check_s=0.05)
+                          health_check_s=0.05)
 
     finished = supervisor()
 
@@ -133,9 +140,9 @@ def test_the_supervisor_stops_a_run_whose_worker_died(ray_without_dashboard: Non
                                                       tmp_path: Path) -> None:
     _crash_one_and_kill_one()
     release = threading.Event()
-    supervisor = Supervisor(start_step=0, total=2, stall_timeout_s=120, failure=FailureSignal(),
+    supervisor = Supervisor(_spec(tmp_path, total=2), failure=FailureSignal(),
                             on_progress=None, output=Output(tmp_path / "log", verbose=True),
-                            log_hint="the log", health_check_s=0.2)
+                            health_check_s=0.2)
     start = time.monotonic()
     with pytest.raises(DexrlError, match="RLinf worker DexrlEnv failed during step 1") as err:
         supervisor.run(lambda: release.wait(60))  # RLinf waiting on the dead worker forever
@@ -152,9 +159,9 @@ def test_a_slow_health_check_never_delays_progress(monkeypatch: pytest.MonkeyPat
 
     monkeypatch.setattr(supervising, "dead_actor_causes", slow_cluster)
     delivered: list[tuple[Progress, float]] = []
-    supervisor = Supervisor(start_step=0, total=8, stall_timeout_s=120, failure=FailureSignal(),
+    supervisor = Supervisor(_spec(tmp_path, total=8), failure=FailureSignal(),
                             on_progress=lambda p: delivered.append((p, time.monotonic())),
-                            output=Output(tmp_path / "log", verbose=True), log_hint="the log",
+                            output=Output(tmp_path / "log", verbose=True),
                             health_check_s=0.1)
     sent: list[float] = []
 
