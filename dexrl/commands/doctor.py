@@ -60,7 +60,7 @@ def build_context(request: ConfigRequest, ckpt: str | None, ray_address: str | N
                                       request.hydra_overrides())
         ctx.cfg, ctx.config_name = validated.cfg, validated.name
         ctx.suite = suite_of(validated.cfg, request.suite) or DEFAULT_SUITE
-        path = ctx.select("actor.model.model_path")
+        path = validated.settings.actor.model.model_path if validated.settings else None
         ctx.ckpt = ckpt_path or (Path(str(path)).expanduser() if path else None)
         return ctx, validated.findings
     if request.hydra_overrides():  # --mode, --algo and --noise change a config too

@@ -48,7 +48,6 @@ Examples:
 
 
 DEFAULT_EXPLAIN = ("libero_spatial", "pi0")  # the config --explain reads defaults from
-NORM_MODE_KEY = "actor.model.dexbotic.norm_mode"
 SCHEMA = "dexrl.validate/1"
 
 
@@ -57,16 +56,12 @@ def outcome(result: Validated, strict: bool) -> dict[str, Any]:
 
     Findings are listed errors first, then warnings (``--strict`` fails on warnings too).
     """
-    from omegaconf import OmegaConf
 
     errs = [f for f in result.findings if f.level == "error"]
     warns = [f for f in result.findings if f.level == "warning"]
-    mode = OmegaConf.select(result.cfg, NORM_MODE_KEY, default=None,
-                            throw_on_resolution_failure=False)
     return {"config_name": result.name, "ok": not (errs or (strict and warns)),
             "strict": strict, "errors": len(errs), "warnings": len(warns),
-            "norm_mode": {"key": NORM_MODE_KEY, "value": mode or "mean_std",
-                          "set": bool(mode)},
+            "norm_mode": result.norm_mode(),
             "findings": [f.document() for f in (*errs, *warns)]}
 
 

@@ -38,6 +38,12 @@ def open_run(path: str | Path) -> Run:
     return Run(run_dir, OmegaConf.create(data), manifest, moved_from)
 
 
+def point_at_checkpoint(cfg: Any, path: Path) -> None:
+    """Train ``cfg`` from the checkpoint folder ``path`` (the rollout's model path follows the
+    actor's in the shipped configs)."""
+    OmegaConf.update(cfg, MODEL_PATH_KEYS[0], str(path))
+
+
 def recorded_model_path(cfg: Any, run_dir: Path) -> str:
     """The checkpoint a run started from, as its config.yaml records it.
 

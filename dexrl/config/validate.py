@@ -4,7 +4,7 @@
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 from omegaconf import DictConfig
 
@@ -13,6 +13,9 @@ from dexrl.config.settings import Settings
 
 if TYPE_CHECKING:
     from dexrl.errors import Finding
+
+
+NORM_MODE_KEY = "actor.model.dexbotic.norm_mode"
 
 
 @dataclass
@@ -24,6 +27,12 @@ class Validated:
     cfg: DictConfig
     findings: list[Finding]
     settings: Settings | None = None
+
+    def norm_mode(self) -> dict[str, Any]:
+        """The checkpoint normalization the config asks for, as ``validate --json`` reports it
+        (``set``: the config names one; else the adapters' mean_std)."""
+        mode = (self.settings or Settings.read(self.cfg)).actor.model.dexbotic.norm_mode
+        return {"key": NORM_MODE_KEY, "value": mode or "mean_std", "set": bool(mode)}
 
 
 def compose_and_check(

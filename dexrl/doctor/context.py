@@ -7,7 +7,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from omegaconf import DictConfig, OmegaConf
+from omegaconf import DictConfig
 
 from dexrl.config.settings import Settings
 
@@ -79,13 +79,6 @@ class Context:
     def settings(self) -> Settings | None:
         """The config's typed settings, or None without a config."""
         return None if self.cfg is None else Settings.read(self.cfg)
-
-    def select(self, key: str, default: Any = None) -> Any:
-        """A config value, or ``default`` without a config (for callers not yet on
-        :attr:`settings`)."""
-        if self.cfg is None:
-            return default
-        return OmegaConf.select(self.cfg, key, default=default)
 
 
 NO_CONFIG_FIX = "pass --suite S --model M or --config-name NAME to check against a config"

@@ -20,6 +20,8 @@ from typing import TYPE_CHECKING
 from dexrl.bridge.launch.spec import LaunchOptions, LaunchSpec
 from dexrl.catalog import get_policy, load_reference
 from dexrl.config.request import ConfigRequest
+from dexrl.config.run_paths import MODEL_PATH_KEYS, point_at_checkpoint
+from dexrl.config.settings import Settings
 from dexrl.errors import DexrlError, Finding, errors
 from dexrl.runs.layout import SMOKE_CHECKPOINT
 
@@ -188,12 +190,11 @@ def _forecast_of(spec: LaunchSpec) -> Forecast | None:
 
 def _plan_of(spec: LaunchSpec) -> Plan | None:
     """The run's plan, None when it cannot be made (what it needs is gone)."""
-    from omegaconf import OmegaConf
 
     from dexrl.config.checks import Facts
     from dexrl.training.plan import make_plan
 
-    suite = OmegaConf.select(spec.cfg, "env.train.task_suite_name", default=None)
+    suite = Settings.read(spec.cfg).env.train.task_suite_name
     try:
         return make_plan(spec.cfg, Facts(suite, spec.gpus_per_node, cpu_only=spec.smoke))
     except Exception:  # a fact to add to an error, never a second failure
@@ -224,7 +225,6 @@ def prepare(request: TrainRequest) -> NewRun:
     The config is complete when checked: its run-folder fields set and, for ``--smoke``, its
     model path at the tiny checkpoint :func:`start` writes.
     """
-    from omegaconf import OmegaConf
 
     from dexrl.checkpoints.sources import locate_checkpoint
     from dexrl.config.compose import suite_of
@@ -258,7 +258,7 @@ def prepare(request: TrainRequest) -> NewRun:
     settings = set_run_folder(cfg, target)
     tiny = smoke_checkpoint_path(target, model_type) if smoke else None
     if tiny is not None:  # both model paths: the rollout's follows the actor's
-        OmegaConf.update(cfg, "actor.model.model_path", str(tiny))
+        point_at_checkpoint(cfg, tiny)
     result = check_composed(composed, suite, per_node, cpu_only=smoke)
     findings = [f for f in result.findings if not (smoke and _is_smoke_path_warning(f))]
     return NewRun(request, result, findings, suite_name, per_node, gpus, target, settings)
@@ -267,7 +267,6 @@ def prepare(request: TrainRequest) -> NewRun:
 def start(new: NewRun) -> LaunchSpec:
     """Refuse what cannot launch, then write the run folder (``--smoke``'s tiny checkpoint
     included); the config is the one :func:`prepare` checked, resolved."""
-    from omegaconf import OmegaConf
 
     from dexrl.checkpoints.files.steps import skipped
     from dexrl.checkpoints.verify import check_checkpoint_dir
@@ -301,7 +300,7 @@ def start(new: NewRun) -> LaunchSpec:
         if path is not None:  # the config points there already; the files must hold up too
             refuse_on_errors(new.result.name, check_checkpoint_dir(path, model_type))
     cfg = resolved(cfg)
-    provenance = checkpoint_provenance(OmegaConf.select(cfg, "actor.model.model_path"))
+    provenance = checkpoint_provenance(Settings.read(cfg).actor.model.model_path)
     write_run_files(new.target, cfg, sys.argv,
                     {"checkpoint": provenance, "smoke": new.smoke, "suite": new.suite})
     return LaunchSpec(cfg, new.target, new.smoke, None, planned_steps(cfg), new.request.launch,
@@ -324,7 +323,7 @@ def launch_plan(new: NewRun) -> Plan:
 
 def _is_smoke_path_warning(finding: Finding) -> bool:
     """--smoke writes its own checkpoint, so a missing default path is expected."""
-    return finding.where == "actor.model.model_path" and finding.level == "warning"
+    return finding.where == MODEL_PATH_KEYS[0] and finding.level == "warning"
 
 
 @dataclass
@@ -376,7 +375,7 @@ def prepare_resume(request: ResumeRequest) -> Resumption:
     apply_overrides(new, parse_overrides(overrides, RUN), RUN)
     refuse_unsafe_changes(old, new, request.allow_changes)
     settings = set_run_folder(new, opened.dir, checkpoint.path if checkpoint else None)
-    suite = opened.manifest.get("suite") or OmegaConf.select(new, "env.train.task_suite_name")
+    suite = opened.manifest.get("suite") or Settings.read(new).env.train.task_suite_name
     smoke = bool(opened.manifest.get("smoke"))
     per_node = gpus_per_node(smoke, 0 if smoke else gpu_count())
     refuse_on_errors(str(opened.dir), run_config_checks(new, Facts(suite, per_node,

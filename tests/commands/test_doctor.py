@@ -125,7 +125,7 @@ def test_ckpt_path_is_used(healthy: list[Context], tiny_pi0_dir: Path) -> None:
     result = run("--suite", "libero_10", "--model", "pi0", "--ckpt", str(tiny_pi0_dir))
     assert result.exit_code == 0, result.output
     assert healthy[0].ckpt == tiny_pi0_dir.resolve()
-    assert healthy[0].select("actor.model.model_path") == str(tiny_pi0_dir.resolve())
+    assert healthy[0].settings.actor.model.model_path == str(tiny_pi0_dir.resolve())
 
 
 def test_a_bad_ckpt_fails_the_config_row(healthy: list[Context], tmp_path: Path) -> None:

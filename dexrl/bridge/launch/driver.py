@@ -16,7 +16,7 @@ from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
-from omegaconf import DictConfig, OmegaConf
+from omegaconf import DictConfig
 
 from dexrl.bridge.launch.events import Progress
 from dexrl.bridge.launch.failures import FailureSignal
@@ -28,6 +28,7 @@ from dexrl.bridge.registry import EXT_MODULE
 from dexrl.checkpoints.files.steps import last_complete_fact, mark_complete
 from dexrl.config.owned_keys import check_run_folder
 from dexrl.config.run_watch import watch_from
+from dexrl.config.settings import Settings
 from dexrl.errors import DexrlError, disk_full, disk_full_error, disk_full_folder, one_line
 from dexrl.runs.layout import LOG_FILE, WORKER_LOGS
 from dexrl.runs.record import use_wandb_run_id
@@ -161,7 +162,7 @@ def _prepare(cfg: DictConfig, *, smoke: bool, ext_module: str) -> dict[str, str]
                          "run `dexrl doctor`; reinstall dexrl if it reports a broken install",
                          where=f"extension module {ext_module}",
                          code="rlinf-register-failed") from None
-    model_type = OmegaConf.select(cfg, "actor.model.model_type")
+    model_type = Settings.read(cfg).actor.model.model_type
     from dexrl.bridge.registry import registered_model_types
 
     if model_type and not registered_model_types([model_type]):
