@@ -13,6 +13,7 @@ from dexrl.console import console, print_json
 from dexrl.errors import DexrlError
 from dexrl.hub.download import Downloaded, download_checkpoint, known_repos
 from dexrl.hub.home import checkpoint_dir
+from dexrl.hub.libero_assets import fetch_hub_assets
 from dexrl.hub.repos import KNOWN_REPOS
 from dexrl.units import size
 
@@ -179,7 +180,6 @@ def download(
 
 
 def _assets(revision: str | None, local_dir: Path | None, force: bool, out: Console) -> None:
-    from dexrl.hub.libero_assets import fetch_hub_assets
 
     placed = fetch_hub_assets(revision=revision, local_dir=local_dir, force=force)
     if placed.snapshot is None:

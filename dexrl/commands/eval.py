@@ -14,8 +14,12 @@ from typing import TYPE_CHECKING
 
 import typer
 
+from dexrl.bridge.launch.output import Output
 from dexrl.console import console, print_json
 from dexrl.errors import DexrlError, disk_full, disk_full_error, disk_full_folder
+from dexrl.evaluation import report
+from dexrl.evaluation.request import EvalRequest
+from dexrl.runs import durable
 
 if TYPE_CHECKING:
     from rich.console import Console
@@ -96,9 +100,7 @@ def eval_command(
                                  f"{SCHEMA}) instead of text; the progress bar stays on stderr."),
 ) -> None:
     """Evaluate a checkpoint on LIBERO (RLinf's env wrapper) or on a dexrl task."""
-    from dexrl.bridge.launch.output import Output
     from dexrl.evaluation import report, session
-    from dexrl.evaluation.request import EvalRequest
 
     request = EvalRequest(
         ckpt=ckpt, suite=suite, tasks=tasks, episodes_per_task=episodes_per_task,
@@ -171,7 +173,6 @@ def _disk_full(exc: OSError, out_dir: Path | None) -> DexrlError:
 
 def _temporary_log() -> Path:
     """A log file outside the output folder, which must stay untouched until the run starts."""
-    from dexrl.runs import durable
 
     fd, name = tempfile.mkstemp(prefix="dexrl-eval-", suffix=".log")
     os.close(fd)
@@ -224,7 +225,6 @@ def _run(prepared, session, err: Console,  # noqa: ANN001 - Prepared, the sessio
 
 
 def _show_results(results: dict, out_dir: Path, out_console: Console) -> None:
-    from dexrl.evaluation import report
 
     out_console.print(report.results_table(results))
     if results.get("blind_bound"):

@@ -9,9 +9,10 @@ from typing import TYPE_CHECKING, Any
 
 from rich.console import Console
 
-from dexrl.curves import time_split
+from dexrl.curves import plot_runs, time_split
 from dexrl.errors import DexrlError, disk_full
 from dexrl.runs.divergence import step_health
+from dexrl.training.forecast import duration
 
 if TYPE_CHECKING:
     from dexrl.training.forecast import Forecast
@@ -77,7 +78,6 @@ class ProgressPrinter:
             self._last = event.elapsed_s
             expected = ""
             if self.forecast is not None:
-                from dexrl.training.forecast import duration
 
                 left = (self.forecast.first_extra_s + self.forecast.saves_s
                         + (event.total - event.step) * self.forecast.step_s)
@@ -127,7 +127,6 @@ class ProgressPrinter:
         """
         if self.run_dir is None or self._curves_failed or self._drawn == self._step:
             return
-        from dexrl.curves import plot_runs
 
         try:
             path = plot_runs([self.run_dir])

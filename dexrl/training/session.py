@@ -17,13 +17,31 @@ from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import TYPE_CHECKING
 
+from dexrl.bridge.launch import driver as bridge
 from dexrl.bridge.launch.spec import LaunchOptions, LaunchSpec
 from dexrl.catalog import get_policy, load_reference
+from dexrl.checkpoints.files.steps import last_complete, resume_point, skipped
+from dexrl.checkpoints.sources import locate_checkpoint
+from dexrl.checkpoints.verify import check_checkpoint_dir
+from dexrl.cluster import check_address
+from dexrl.config.checks import Facts, run_config_checks
+from dexrl.config.compose import suite_of
+from dexrl.config.overrides import RUN, apply_overrides, parse_overrides
+from dexrl.config.owned_keys import refuse_owned_overrides, set_run_folder
 from dexrl.config.request import ConfigRequest
-from dexrl.config.run_paths import MODEL_PATH_KEYS, point_at_checkpoint
+from dexrl.config.resume_rules import check_steps_left, planned_steps, refuse_unsafe_changes
+from dexrl.config.run_paths import MODEL_PATH_KEYS, open_run, point_at_checkpoint
 from dexrl.config.settings import Settings
+from dexrl.config.validate import check_composed, compose_request
 from dexrl.errors import DexrlError, Finding, errors
-from dexrl.runs.layout import SMOKE_CHECKPOINT
+from dexrl.hub.manifest import checkpoint_provenance
+from dexrl.runs import durable
+from dexrl.runs.layout import SMOKE_CHECKPOINT, check_new_run_dir, checkpoints_dir, default_run_dir
+from dexrl.runs.record import resolved, save_config, write_run_files
+from dexrl.runs.state import STATE_FILE, previous_run, read, story
+from dexrl.training.forecast import device_kind, make_forecast
+from dexrl.training.plan import make_plan, size_text
+from dexrl.training.progress import ProgressPrinter
 
 if TYPE_CHECKING:
     from omegaconf import DictConfig
@@ -80,7 +98,6 @@ def refuse_on_errors(name: str, findings: list[Finding]) -> None:
 def check_ray_address(ray_address: str | None) -> None:
     """Fail fast, before anything is written, on a Ray address that does not answer."""
     if ray_address and ray_address != "local":
-        from dexrl.cluster import check_address
 
         check_address(ray_address)
 
@@ -106,7 +123,6 @@ def write_smoke_checkpoint(run_dir: Path, model_type: str) -> Path | None:
     """The policy's tiny random checkpoint in the run folder for ``--smoke``, if it needs one
     (:func:`smoke_checkpoint_path`): built beside it and published whole, its files with the
     umask's modes (the policy's writer may create them 0600, as safetensors does)."""
-    from dexrl.runs import durable
 
     target = smoke_checkpoint_path(run_dir, model_type)
     if target is not None:
@@ -118,8 +134,6 @@ def write_smoke_checkpoint(run_dir: Path, model_type: str) -> Path | None:
 def run(spec: LaunchSpec) -> int:
     """Launch through the bridge (one call: it registers the policies, records the run's state
     and supervises RLinf) and print progress; shared by ``train`` and ``resume``."""
-    from dexrl.bridge.launch import driver as bridge
-    from dexrl.training.progress import ProgressPrinter
 
     printer = ProgressPrinter(run_dir=spec.run_dir, forecast=_forecast_of(spec))
     try:
@@ -134,8 +148,6 @@ def run(spec: LaunchSpec) -> int:
 
 def interrupted_note(run_dir: Path) -> str:
     """What an interrupted run says last: where it stopped and how to go on."""
-    from dexrl.checkpoints.files.steps import last_complete
-    from dexrl.runs.state import read
 
     step = read(run_dir).get("step", 0)
     last = last_complete(run_dir)
@@ -149,14 +161,12 @@ def interrupted_note(run_dir: Path) -> str:
 def with_plan_facts(exc: DexrlError, spec: LaunchSpec) -> DexrlError:
     """``exc``, its message extended by what the run's plan says where that helps: the size of a
     checkpoint for a full disk, the memory estimate of the worker group that ran out of it."""
-    from dexrl.runs.layout import checkpoints_dir
 
     if exc.code not in ("disk-full", "training-out-of-memory"):
         return exc
     plan = _plan_of(spec)
     if plan is None:
         return exc
-    from dexrl.training.plan import size_text
 
     if exc.code == "disk-full":
         fact = (f"each checkpoint needs about {size_text(plan.checkpoint_gb)} in "
@@ -178,7 +188,6 @@ def with_plan_facts(exc: DexrlError, spec: LaunchSpec) -> DexrlError:
 def _forecast_of(spec: LaunchSpec) -> Forecast | None:
     """The run's forecast from where it starts (:mod:`dexrl.training.forecast`), None when
     there is none for it."""
-    from dexrl.training.forecast import device_kind, make_forecast
 
     plan = _plan_of(spec)
     if plan is None:
@@ -191,8 +200,6 @@ def _forecast_of(spec: LaunchSpec) -> Forecast | None:
 def _plan_of(spec: LaunchSpec) -> Plan | None:
     """The run's plan, None when it cannot be made (what it needs is gone)."""
 
-    from dexrl.config.checks import Facts
-    from dexrl.training.plan import make_plan
 
     suite = Settings.read(spec.cfg).env.train.task_suite_name
     try:
@@ -226,11 +233,6 @@ def prepare(request: TrainRequest) -> NewRun:
     model path at the tiny checkpoint :func:`start` writes.
     """
 
-    from dexrl.checkpoints.sources import locate_checkpoint
-    from dexrl.config.compose import suite_of
-    from dexrl.config.owned_keys import set_run_folder
-    from dexrl.config.validate import check_composed, compose_request
-    from dexrl.runs.layout import default_run_dir
 
     asked = request.config
     suite, model, smoke = asked.suite, asked.model, asked.smoke
@@ -268,13 +270,6 @@ def start(new: NewRun) -> LaunchSpec:
     """Refuse what cannot launch, then write the run folder (``--smoke``'s tiny checkpoint
     included); the config is the one :func:`prepare` checked, resolved."""
 
-    from dexrl.checkpoints.files.steps import skipped
-    from dexrl.checkpoints.verify import check_checkpoint_dir
-    from dexrl.config.resume_rules import planned_steps
-    from dexrl.hub.manifest import checkpoint_provenance
-    from dexrl.runs.layout import check_new_run_dir
-    from dexrl.runs.record import resolved, write_run_files
-    from dexrl.runs.state import story
 
     ray_address = new.request.launch.ray_address
     refuse_on_errors(new.result.name, new.findings)
@@ -310,8 +305,6 @@ def start(new: NewRun) -> LaunchSpec:
 def launch_plan(new: NewRun) -> Plan:
     """What the launch would do (``--dry-run``), sized by the checkpoint the run would train:
     ``--smoke``'s tiny one goes to a temporary folder, since a dry run writes no run folder."""
-    from dexrl.config.checks import Facts
-    from dexrl.training.plan import make_plan
 
     facts = Facts(new.suite, new.per_node, cpu_only=new.smoke)
     if not new.smoke:
@@ -356,13 +349,6 @@ def prepare_resume(request: ResumeRequest) -> Resumption:
     """
     from omegaconf import OmegaConf
 
-    from dexrl.checkpoints.files.steps import resume_point, skipped
-    from dexrl.config.checks import Facts, run_config_checks
-    from dexrl.config.overrides import RUN, apply_overrides, parse_overrides
-    from dexrl.config.owned_keys import refuse_owned_overrides, set_run_folder
-    from dexrl.config.resume_rules import check_steps_left, refuse_unsafe_changes
-    from dexrl.config.run_paths import open_run
-    from dexrl.runs.state import story
 
     overrides = list(request.overrides)
     refuse_owned_overrides(overrides, "a resumed run stays in its folder and --step N picks "
@@ -393,8 +379,6 @@ def prepare_resume(request: ResumeRequest) -> Resumption:
 def start_resume(resumption: Resumption) -> LaunchSpec:
     """Refuse a second live driver, then save the new config, resolved (without a checkpoint,
     the launch starts again from step 0)."""
-    from dexrl.runs.record import resolved, save_config
-    from dexrl.runs.state import STATE_FILE, previous_run
 
     options = resumption.request.launch
     check_ray_address(options.ray_address)

@@ -127,7 +127,8 @@ def _top_imports(tree: ast.Module) -> set[str]:
 
 
 def _inner_imports(tree: ast.Module) -> list[tuple[int, str]]:
-    """``(line, module)`` of every import inside a function."""
+    """``(line, name)`` of every import inside a function (``from a import b``: ``a.b``, which
+    is module ``a.b`` when ``b`` is a submodule, else a name in ``a``)."""
     found = []
     for func in ast.walk(tree):
         if isinstance(func, (ast.FunctionDef, ast.AsyncFunctionDef)):
@@ -135,8 +136,9 @@ def _inner_imports(tree: ast.Module) -> list[tuple[int, str]]:
                 if isinstance(node, ast.Import):
                     found.extend((node.lineno, alias.name) for alias in node.names)
                 elif isinstance(node, ast.ImportFrom) and node.level == 0 and node.module:
-                    found.append((node.lineno, node.module))
-    return found
+                    found.extend((node.lineno, f"{node.module}.{alias.name}")
+                                 for alias in node.names)
+    return sorted(set(found))
 
 
 class _Closure:
@@ -192,13 +194,17 @@ def test_own_modules_are_imported_at_the_top() -> None:
 
 
 def test_the_import_rule_keeps_a_deferred_heavy_import_only() -> None:
-    """A control: a function importing a cheap module is reported; one deferring torch is not."""
+    """A control: a function importing a cheap module is reported; one deferring torch is not,
+    also when it names the heavy module as a name of its (light) package."""
     trees = {
         "dexrl": ast.parse(""),
         "dexrl.light": ast.parse("import json\n"),
         "dexrl.heavy": ast.parse("import torch\n"),
+        "dexrl.pkg": ast.parse(""),
+        "dexrl.pkg.deep": ast.parse("import torch\n"),
         "dexrl.user": ast.parse("def f():\n    from dexrl.light import x\n"
-                                "def g():\n    from dexrl.heavy import y\n"),
+                                "def g():\n    from dexrl.heavy import y\n"
+                                "def h():\n    from dexrl.pkg import deep\n"),
     }
     assert needless_inner_imports(trees) == ["dexrl.user:2 -> dexrl.light"]
 

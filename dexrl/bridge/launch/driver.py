@@ -24,12 +24,18 @@ from dexrl.bridge.launch.output import Output
 from dexrl.bridge.launch.spec import LaunchSpec
 from dexrl.bridge.launch.stop import Interrupted, StopSignals
 from dexrl.bridge.launch.supervisor import Supervisor
-from dexrl.bridge.registry import EXT_MODULE
+from dexrl.bridge.launch.worker_probe import check_registration, first_failure
+from dexrl.bridge.registry import EXT_MODULE, registered_model_types
 from dexrl.checkpoints.files.steps import last_complete_fact, mark_complete
+from dexrl.cluster import attach, cluster_nodes, lost_node_check
+from dexrl.config.compose import renders
+from dexrl.config.modes import run_mode
 from dexrl.config.owned_keys import check_run_folder
 from dexrl.config.run_watch import watch_from
 from dexrl.config.settings import Settings
 from dexrl.errors import DexrlError, disk_full, disk_full_error, disk_full_folder, one_line
+from dexrl.hub.home import dexrl_home
+from dexrl.hub.libero_assets import libero_config_dir, use_libero_config_dir
 from dexrl.runs.layout import LOG_FILE, WORKER_LOGS
 from dexrl.runs.record import use_wandb_run_id
 from dexrl.runs.state import begin, watch_private_ray
@@ -100,7 +106,6 @@ def worker_env(*, probe_gl: bool, ext_module: str = EXT_MODULE) -> dict[str, str
         probe_gl: Probe the OpenGL backend (:func:`gl_backend`) instead of assuming EGL.
         ext_module: RLinf extension module the workers load.
     """
-    from dexrl.hub.libero_assets import libero_config_dir
 
     gl = gl_backend(probe=probe_gl)
     defaults = (ext_module, gl, gl, str(libero_config_dir()), "false", str(compile_cache_dir()))
@@ -116,7 +121,6 @@ def compile_cache_dir() -> Path:
     cache: graphs, kernels, autotuning): ``<dexrl home>/compile-cache``. torch's default is a
     folder in /tmp, which a reboot or a cluster's job clean-up empties; with it gone every start
     compiles again (1-3 minutes per batch size at real size)."""
-    from dexrl.hub.home import dexrl_home
 
     return dexrl_home() / "compile-cache"
 
@@ -149,8 +153,6 @@ def _prepare(cfg: DictConfig, *, smoke: bool, ext_module: str) -> dict[str, str]
     Returns:
         The worker environment (:data:`WORKER_ENV_KEYS`).
     """
-    from dexrl.config.compose import renders
-    from dexrl.hub.libero_assets import use_libero_config_dir
 
     use_libero_config_dir()  # before anything imports libero: that import writes its config
     env = worker_env(probe_gl=smoke and renders(cfg), ext_module=ext_module)
@@ -163,7 +165,6 @@ def _prepare(cfg: DictConfig, *, smoke: bool, ext_module: str) -> dict[str, str]
                          where=f"extension module {ext_module}",
                          code="rlinf-register-failed") from None
     model_type = Settings.read(cfg).actor.model.model_type
-    from dexrl.bridge.registry import registered_model_types
 
     if model_type and not registered_model_types([model_type]):
         raise DexrlError(f"model type '{model_type}' is not registered with RLinf",
@@ -211,7 +212,6 @@ def _check_nodes(cfg: DictConfig, address: str | None, node_wait_s: float) -> No
         return
     import ray
 
-    from dexrl.cluster import attach
 
     try:
         wait_for_nodes(num_nodes, node_wait_s, attach(address))
@@ -287,7 +287,6 @@ def _node_check(cluster: Any, address: str | None, run_dir: Path
     """Watch the nodes of an attached cluster (a private one lives and dies with this process)."""
     if address is None:
         return None
-    from dexrl.cluster import cluster_nodes, lost_node_check
 
     return lost_node_check(cluster_nodes(cluster), str(run_dir))
 
@@ -307,7 +306,6 @@ def _validate(cfg: DictConfig) -> DictConfig:
 
 
 def _check_workers_register(cfg: DictConfig, ext_module: str, env: Mapping[str, str]) -> None:
-    from dexrl.bridge.launch.worker_probe import check_registration, first_failure
 
     types = sorted({str(cfg.actor.model.model_type)})
     failure = first_failure(check_registration(types, ext_module, env=env))
@@ -320,7 +318,6 @@ def _pipeline(cfg: DictConfig, cluster: Any, listener: Supervisor) -> Callable[[
         from rlinf.utils.placement import HybridComponentPlacement
 
         from dexrl.bridge.launch.workers import WORKERS
-        from dexrl.config.modes import run_mode
 
         actor, rollout, env, runner_cls = WORKERS[run_mode(cfg)]
         placement = HybridComponentPlacement(cfg, cluster)
