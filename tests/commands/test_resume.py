@@ -4,7 +4,7 @@ from step 0 in the same folder, with its saved config; eval and export keep refu
 The run folders are built as ``dexrl train`` leaves them (``rlinf_run``), their checkpoints
 removed or left without their marker; no RLinf launch is needed (the launch itself is replaced
 where a test goes past ``start_resume``). The real restart through RLinf is
-tests/bridge/launch/test_restart.py (``slow``).
+tests/scenarios/test_restart.py (``slow``).
 """
 
 from __future__ import annotations

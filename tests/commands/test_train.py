@@ -1,7 +1,7 @@
 """`dexrl train` / `dexrl resume` through the real CLI: plans and every refusal, without Ray.
 
 The end-to-end smoke run (train one step, resume to the next) is in
-tests/bridge/launch/test_smoke.py.
+tests/scenarios/test_smoke.py.
 """
 
 from __future__ import annotations
