@@ -21,7 +21,7 @@ from dexrl.catalog import LIBERO_SUITES, POLICIES, config_name
 from dexrl.config.compose import compose, list_configs
 from dexrl.config.dotted import flatten
 
-REF_ROOT = Path(__file__).resolve().parents[1].parent / "shared" / "reference" / "rlinf-v0.3"
+REF_ROOT = Path(__file__).resolve().parents[2].parent / "shared" / "reference" / "rlinf-v0.3"
 EMBODIED_PATH = REF_ROOT / "examples" / "embodiment"
 REF_CONF = EMBODIED_PATH / "config"
 
