@@ -13,22 +13,18 @@ import shutil
 from pathlib import Path
 
 import pytest
+from helpers.cli import run
 from helpers.files import tree
 from omegaconf import OmegaConf
 from typer.testing import CliRunner
 
 from dexrl.checkpoints.files.steps import resume_point, skipped
-from dexrl.cli import app
 from dexrl.config.owned_keys import check_run_folder
 from dexrl.errors import DexrlError
 from dexrl.runs.layout import CONFIG_FILE, MARKER, checkpoints_dir
 from dexrl.training.session import ResumeRequest, prepare_resume, start_resume
 
 runner = CliRunner()
-
-
-def run(*args: object):
-    return runner.invoke(app, [str(a) for a in args], env={"COLUMNS": "250"})
 
 
 @pytest.fixture(scope="module")

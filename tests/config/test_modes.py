@@ -5,10 +5,10 @@ from __future__ import annotations
 
 import pytest
 import yaml
+from helpers.cli import run
 from omegaconf import DictConfig, OmegaConf
 from typer.testing import CliRunner
 
-from dexrl.cli import app
 from dexrl.config.modes import (
     COLLOCATED,
     MODES,
@@ -22,10 +22,6 @@ from dexrl.errors import DexrlError
 
 runner = CliRunner()
 SPATIAL_PI0 = ["validate", "--suite", "libero_spatial", "--model", "pi0"]
-
-
-def run(*args: str):
-    return runner.invoke(app, list(args), env={"COLUMNS": "250"})
 
 
 # --- run_mode ---------------------------------------------------------------------------------

@@ -85,7 +85,7 @@ def test_rows_of_different_calls_can_be_trained_together(make_policy, rollout) -
 
 
 @pytest.mark.parametrize("joint", [True, False], ids=["joint", "one-step"])
-def test_output_shapes_and_forward_inputs(model: str, make_policy, rollout, env_obs,
+def test_output_shapes_and_forward_inputs(model: str, make_policy, rollout, make_env_obs,
                                           joint: bool) -> None:
     policy = make_policy(joint_logprob=joint)
     steps = NUM_STEPS[model]
@@ -110,7 +110,7 @@ def test_output_shapes_and_forward_inputs(model: str, make_policy, rollout, env_
         assert inputs["denoise_inds"].tolist() == [list(range(steps))] * 2
     # The executed actions are the chain's last step, denormalized and made absolute.
     final = unpack_chains(inputs["chains_bits"])[:, -1]
-    states = env_obs(2, 0)["states"]
+    states = make_env_obs(2, 0)["states"]
     assert torch.equal(actions,
                        actions_to_env(final, states, policy.flow.norm_stats, "mean_std", 5))
     _, other = rollout(policy, 1, batch=3)
@@ -122,7 +122,7 @@ def test_output_shapes_and_forward_inputs(model: str, make_policy, rollout, env_
                          [("pi0", "mean_std"), ("dm0", "mean_std"), ("dm0", "quantile")],
                          indirect=["model"])
 def test_eval_is_deterministic_and_equals_the_inference_policy(model: str, model_dir: Path,
-                                                               model_cfg, rollout, env_obs,
+                                                               model_cfg, rollout, make_env_obs,
                                                                norm_mode: str) -> None:
     """Built from the shipped config (DM0's prompt length 200, not the checkpoint's 64): the
     padding is masked, so eval actions equal ``load_policy(...).predict`` with the checkpoint's
@@ -147,18 +147,18 @@ def test_eval_is_deterministic_and_equals_the_inference_policy(model: str, model
     assert err.value.code == "policy-forward-inputs-not-stochastic"
 
     noise = torch.randn(3, CHUNK, 32, generator=torch.Generator().manual_seed(5))
-    actions, _ = policy.predict_action_batch(env_obs(3), do_sample=False, noise=noise)
+    actions, _ = policy.predict_action_batch(make_env_obs(3), do_sample=False, noise=noise)
     reference = load_policy(model_dir, norm_mode=norm_mode).predict(
-        env_obs(3), noise=noise, num_steps=policy.settings.num_steps, num_action_chunks=5)
+        make_env_obs(3), noise=noise, num_steps=policy.settings.num_steps, num_action_chunks=5)
     torch.testing.assert_close(actions, reference["actions"], rtol=1e-5, atol=1e-5)
 
 
 @PI0_ONLY
 def test_ode_steps_are_euler_and_small_noise_reduces_to_them(make_policy, rollout,
-                                                             env_obs) -> None:
+                                                             make_env_obs) -> None:
     policy = make_policy()
     noise = torch.randn(3, CHUNK, 32, generator=torch.Generator().manual_seed(2))
-    _, result = policy.predict_action_batch(env_obs(3), mode="eval", noise=noise)
+    _, result = policy.predict_action_batch(make_env_obs(3), mode="eval", noise=noise)
     chains = unpack_chains(result["forward_inputs"]["chains_bits"])
     network = policy.flow.network
     obs = policy._observation(result["forward_inputs"])
@@ -259,7 +259,7 @@ def test_without_value_head(make_policy, rollout) -> None:
     ("pi0", None, {torch.float32}), ("dm0", "fp32", {torch.float32}),
     ("dm0", "bf16", {torch.bfloat16, torch.float32}),
 ], indirect=["model"])
-def test_rlinf_get_model_builds_dexrls_registered_policy(model: str, model_cfg, env_obs,
+def test_rlinf_get_model_builds_dexrls_registered_policy(model: str, model_cfg, make_env_obs,
                                                          precision: str | None,
                                                          dtypes: set) -> None:
     """dexrl's adapter, for DM0 in place of RLinf's built-in ``dexbotic_dm0``, with the shipped
@@ -285,7 +285,7 @@ def test_rlinf_get_model_builds_dexrls_registered_policy(model: str, model_cfg, 
     assert built.has_value_head == cfg.add_value_head
     assert built.flow.network.attention == cfg.dexbotic.attention == "eager"
     assert built.prefix_store.settings.device_gb == cfg.dexbotic.prefix_cache.device_gb
-    actions, result = built.predict_action_batch(env_obs(2))
+    actions, result = built.predict_action_batch(make_env_obs(2))
     assert actions.shape == (2, 5, cfg.action_dim)
     assert result["prev_logprobs"].dtype == torch.float32
 
