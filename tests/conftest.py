@@ -105,6 +105,16 @@ def tiny_run(tiny_run_at: Callable[[int], Path]) -> Path:
     return tiny_run_at(2)
 
 
+@pytest.fixture(scope="module")
+def cued_run(tiny_pi0_dir: Path, tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """A tiny RLinf run of the cued reach task at step 2, one per test module (eval on
+    ``reach_cued`` reads it)."""
+    from helpers.rlinf_run import write_tiny_rlinf_run
+
+    return write_tiny_rlinf_run(tmp_path_factory.mktemp("run") / "run", tiny_pi0_dir, step=2,
+                                suite="reach_cued")
+
+
 def _starts_python_or_ray(args: object) -> bool:
     """Whether a Popen command line starts a Python interpreter, dexrl or Ray."""
     argv = [args] if isinstance(args, (str, bytes, os.PathLike)) else list(args or [])
@@ -154,7 +164,7 @@ def pytest_runtest_protocol(item: pytest.Item) -> Iterator[None]:
 # LIBERO-like observations and a policy's actions on them (evaluation and checkpoint tests).
 @pytest.fixture
 def env_obs() -> dict:
-    """Two LIBERO-like observations (the packages below may define their own)."""
+    """Two LIBERO-like observations (a batch, as one env step gives them)."""
     import numpy as np
 
     rng = np.random.default_rng(0)

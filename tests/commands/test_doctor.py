@@ -5,9 +5,11 @@ from __future__ import annotations
 import json
 import socket
 from collections.abc import Iterator
+from functools import partial
 from pathlib import Path
 
 import pytest
+from helpers import cli
 from typer.testing import CliRunner
 
 from dexrl.cli import app
@@ -19,8 +21,7 @@ from dexrl.doctor.schedule import Area, config_area
 runner = CliRunner()
 
 
-def run(*args: str):
-    return runner.invoke(app, ["doctor", *args], env={"COLUMNS": "250"})
+run = partial(cli.run, "doctor")
 
 
 def fake_areas(*rows: CheckResult, seen: list[Context] | None = None):

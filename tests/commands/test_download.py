@@ -8,14 +8,14 @@ import os
 import socket
 import subprocess
 import sys
+from functools import partial
 from pathlib import Path
 
 import pytest
+from helpers import cli
 from helpers.hub_server import FakeRepo, HubServer, commit_sha, use_hub
 from huggingface_hub import constants
-from typer.testing import CliRunner
 
-from dexrl.cli import app
 from dexrl.errors import DexrlError
 from dexrl.hub import libero_assets
 from dexrl.hub.client import hub_errors
@@ -25,7 +25,6 @@ from dexrl.hub.repos import KNOWN_REPOS
 from dexrl.models.pi0.tiny import write_tiny_pi0
 from dexrl.models.tiny_files import write_norm_stats
 
-runner = CliRunner()
 PI0 = "Dexmal/libero-db-pi0"
 MAIN, V1 = commit_sha("main"), commit_sha("v1.0")
 ASSET_MARKERS = ("scenes", "textures", "stable_scanned_objects", "articulated_objects")
@@ -94,8 +93,7 @@ def hub(pi0_main, pi0_v1, dm0_files, home, monkeypatch):
         yield server
 
 
-def run(*args: str, **env: str):
-    return runner.invoke(app, ["download", *args], env={"COLUMNS": "250", **env})
+run = partial(cli.run, "download")
 
 
 def assert_fails(result, *fragments: str) -> None:

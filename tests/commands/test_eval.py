@@ -10,9 +10,11 @@ import os
 import shutil
 import subprocess
 import sys
+from functools import partial
 from pathlib import Path
 
 import pytest
+from helpers import cli
 from typer.testing import CliRunner
 
 from dexrl.cli import app
@@ -34,8 +36,7 @@ needs_libero = pytest.mark.skipif(not libero_ready(), reason="LIBERO scene asset
                                   "installed (`make install` links them)")
 
 
-def run(*args: object):
-    return runner.invoke(app, ["eval", *map(str, args)], env={"COLUMNS": "200"})
+run = partial(cli.run, "eval", columns=200)
 
 
 @pytest.mark.parametrize(

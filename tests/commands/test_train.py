@@ -1,7 +1,7 @@
 """`dexrl train` / `dexrl resume` through the real CLI: plans and every refusal, without Ray.
 
 The end-to-end smoke run (train one step, resume to the next) is in
-tests/bridge/launch/test_smoke.py.
+tests/scenarios/test_smoke.py.
 """
 
 from __future__ import annotations
@@ -10,22 +10,18 @@ import json
 from pathlib import Path
 
 import pytest
+from helpers.cli import run
 from helpers.modes import UMASKS, expected, modes, umask
 from omegaconf import OmegaConf
 from typer.testing import CliRunner
 
 from dexrl.checkpoints.files.steps import mark_complete
-from dexrl.cli import app
 from dexrl.config.resume_rules import config_diff, unsafe_changes
 from dexrl.runs.layout import MANIFEST_FILE, checkpoints_dir
 from dexrl.runs.record import resolved, use_wandb_run_id, write_run_files
 
 runner = CliRunner()
 SPATIAL_PI0 = ["--suite", "libero_spatial", "--model", "pi0"]
-
-
-def run(*args: str):
-    return runner.invoke(app, list(args), env={"COLUMNS": "250"})
 
 
 def test_dry_run_prints_the_plan_and_writes_nothing(cwd: Path) -> None:

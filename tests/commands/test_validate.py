@@ -5,9 +5,9 @@ from __future__ import annotations
 import json
 
 import pytest
+from helpers.cli import run
 from typer.testing import CliRunner
 
-from dexrl.cli import app
 from dexrl.commands import validate as validate_command
 from dexrl.config.compose import shipped_matrix
 
@@ -15,10 +15,6 @@ runner = CliRunner()
 BASE = ["validate", "--suite", "libero_spatial", "--model", "pi0"]
 DM0 = ["validate", "--suite", "libero_goal", "--model", "dm0"]
 CHUNK_WARNING = "warning: actor.model.num_action_chunks: 5 differs from DM0's documented 10"
-
-
-def run(*args: str):
-    return runner.invoke(app, list(args), env={"COLUMNS": "250"})
 
 
 def run_finding(monkeypatch: pytest.MonkeyPatch, *args: str):
@@ -235,7 +231,6 @@ def test_full_dm0_fine_tuning_in_fp32_is_accepted() -> None:
     result = run(*DM0, "actor.model.dexbotic.train_expert_only=false",
                  "actor.model.precision=fp32")
     assert result.exit_code == 0, result.output
-
 
 
 # One bad value each: exactly this error (key, value, what is expected) and, where given, this fix.

@@ -1,7 +1,7 @@
 """A contextual task on which PPO must improve a policy, and a run of N PPO updates on it through
 dexrl's adapter and RLinf's algorithm (:class:`helpers.local_ppo.LocalPPO`).
 
-The learning check of ``make test`` (``tests/bridge/policies/test_learning.py``) uses it on the
+The learning check of ``make test`` (``tests/scenarios/test_learning.py``) uses it on the
 tiny π0 and DM0 checkpoints; a control run with zeroed advantages cannot learn.
 """
 

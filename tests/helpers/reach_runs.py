@@ -1,7 +1,7 @@
 """Learning runs on the built-in reach tasks through the real CLI, how much they rose, and
 ``dexrl eval`` of what they learned.
 
-Shared by the learning tests (``tests/reach/test_experiments.py``) and bench/
+Shared by the learning tests (``tests/scenarios/test_reach_runs.py``) and bench/
 (``reach_learning.py``, ``cued_sweep.py``, ``modes.py``, ``libero_run.py``, which put ``tests/`` on
 their path); nothing in dexrl uses it. Each run is a real ``dexrl train --suite TASK --model
 MODEL --smoke`` subprocess (Ray, RLinf's workers and runner), read back from its own TensorBoard

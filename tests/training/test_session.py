@@ -1,8 +1,57 @@
-"""The training session's one rule for GPUs per node (dexrl/training/session.py)."""
+"""The training session: its one rule for GPUs per node, and what ``train``/``resume`` add to a
+run's failure (the plan's figures for a full disk and an out-of-memory worker, the way forward
+after an interruption)."""
 
 from __future__ import annotations
 
-from dexrl.training.session import gpus_per_node
+from pathlib import Path
+
+from omegaconf import OmegaConf
+
+from dexrl.bridge.launch.spec import LaunchOptions, LaunchSpec
+from dexrl.checkpoints.files.steps import mark_complete
+from dexrl.config.compose import compose
+from dexrl.errors import DexrlError, disk_full_error
+from dexrl.runs.state import Tracker
+from dexrl.training.session import gpus_per_node, interrupted_note, with_plan_facts
+
+
+def _ready(tiny_pi0_dir: Path, run_dir: Path) -> LaunchSpec:
+    cfg = compose("reach_ppo_dexbotic_pi0")
+    OmegaConf.update(cfg, "actor.model.model_path", str(tiny_pi0_dir))
+    return LaunchSpec(cfg, run_dir, True, None, 20, LaunchOptions(), gpus_per_node=1)
+
+
+def test_a_full_disk_names_the_size_of_a_checkpoint(tiny_pi0_dir: Path, tmp_path: Path) -> None:
+    error = with_plan_facts(disk_full_error(tmp_path / "checkpoints"),
+                            _ready(tiny_pi0_dir, tmp_path))
+    assert error.code == "disk-full"
+    assert "each checkpoint needs about" in error.message
+    assert str(tmp_path / "checkpoints") in error.message
+
+
+def test_out_of_memory_names_the_plan_estimate_of_the_group(tiny_pi0_dir: Path,
+                                                            tmp_path: Path) -> None:
+    oom = DexrlError("the actor worker group ran out of GPU memory during step 3", "lower it",
+                     where="worker group actor", code="training-out-of-memory")
+    error = with_plan_facts(oom, _ready(tiny_pi0_dir, tmp_path))
+    assert error is oom and "; the plan estimated about " in error.message
+    assert "on each GPU the actor group uses" in error.message
+    assert error.hint == "lower it" and error.where == "worker group actor"
+    other = DexrlError("x", "y", code="training-stalled")
+    assert with_plan_facts(other, _ready(tiny_pi0_dir, tmp_path)) is other
+
+
+def test_the_interrupted_note_says_how_to_go_on(tmp_path: Path) -> None:
+    Tracker(tmp_path, 0).step_done(2)
+    assert "before its first complete checkpoint" in interrupted_note(tmp_path)
+    assert "starts it again from step 0" in interrupted_note(tmp_path)
+    step = tmp_path / "checkpoints" / "global_step_2"
+    (step / "actor").mkdir(parents=True)
+    mark_complete(step, 2)
+    assert interrupted_note(tmp_path) == (
+        f"Interrupted after step 2; the run is resumable: `dexrl resume {tmp_path}` continues "
+        "from global_step_2.")
 
 
 def test_the_flag_wins_then_smoke_then_this_node_then_eight() -> None:

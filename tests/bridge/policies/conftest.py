@@ -37,20 +37,20 @@ def make_policy(model: str, model_dir: Path) -> Callable[..., FlowRLPolicy]:
 
 
 @pytest.fixture
-def env_obs(model: str) -> Callable[..., dict]:
-    """``env_obs(batch=3, seed=0)``: observations as RLinf's LIBERO env worker sends them."""
+def make_env_obs(model: str) -> Callable[..., dict]:
+    """``make_env_obs(batch=3, seed=0)``: observations as RLinf's LIBERO env worker sends them."""
     return lambda batch=3, seed=0: rlinf_obs(batch, seed, FRAME[model])
 
 
 @pytest.fixture
-def rollout(env_obs: Callable[..., dict]) -> Callable[..., tuple]:
+def rollout(make_env_obs: Callable[..., dict]) -> Callable[..., tuple]:
     """``rollout(policy, seed, batch=3, obs_seed=None, **kwargs)``: one rollout call with the
     global RNG seeded by ``seed`` (the observations by ``obs_seed``, default ``seed``)."""
 
     def call(policy: FlowRLPolicy, seed: int, batch: int = 3, obs_seed: int | None = None,
              **kwargs) -> tuple:
         torch.manual_seed(seed)
-        obs = env_obs(batch, seed if obs_seed is None else obs_seed)
+        obs = make_env_obs(batch, seed if obs_seed is None else obs_seed)
         return policy.predict_action_batch(obs, **kwargs)
 
     return call

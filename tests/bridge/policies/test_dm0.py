@@ -19,12 +19,12 @@ CHUNK = 8  # chunk_size of the tiny checkpoint
 pytestmark = pytest.mark.parametrize("model", ["dm0"], indirect=True)
 
 
-def test_norm_modes_give_different_actions(model_cfg, env_obs) -> None:
+def test_norm_modes_give_different_actions(model_cfg, make_env_obs) -> None:
     """The configured mode reaches the transforms (the eval test of test_flow.py would pass if
     it did not)."""
     noise = torch.randn(2, CHUNK, 32, generator=torch.Generator().manual_seed(1))
     actions = [build(model_cfg(f"dexbotic.norm_mode={mode}"))
-               .predict_action_batch(env_obs(2), mode="eval", noise=noise)[0]
+               .predict_action_batch(make_env_obs(2), mode="eval", noise=noise)[0]
                for mode in ("mean_std", "quantile")]
     assert not torch.allclose(actions[0], actions[1])
 

@@ -1,4 +1,4 @@
-"""``load_policy(...).predict(env_obs)`` on the tiny π0 and DM0 (:mod:`dexrl.models.flow.policy`):
+"""``load_policy(...).predict(obs)`` on the tiny π0 and DM0 (:mod:`dexrl.models.flow.policy`):
 dispatch, shapes, dtypes, determinism, the action transform, the observation layout, errors.
 
 DM0's normalization modes and prompt length are in ``tests/models/dm0/test_policy.py``.
@@ -38,7 +38,7 @@ def policy(model_dir: Path) -> FlowPolicy:
 
 
 @pytest.fixture
-def env_obs(model: str):  # noqa: ANN201 - (batch, seed) -> env_obs
+def make_env_obs(model: str):  # noqa: ANN201 - (batch, seed) -> observations
     return lambda batch=2, seed=0: policy_obs(batch, seed, FRAME[model])
 
 
@@ -50,33 +50,33 @@ def test_load_policy_dispatches_on_model_type(model: str, policy: FlowPolicy) ->
     assert type(policy) is POLICY[model] and policy.norm_mode == "mean_std"
 
 
-def test_predict_shapes_and_dtypes(policy: FlowPolicy, env_obs) -> None:
-    out = policy.predict(env_obs(3), noise=_noise(3), num_steps=3, num_action_chunks=5)
+def test_predict_shapes_and_dtypes(policy: FlowPolicy, make_env_obs) -> None:
+    out = policy.predict(make_env_obs(3), noise=_noise(3), num_steps=3, num_action_chunks=5)
     assert out["actions"].shape == (3, 5, 7) and out["actions"].dtype == torch.float32
     assert out["raw_actions"].shape == (3, CHUNK, 32) and out["raw_actions"].dtype == torch.float32
     assert torch.isfinite(out["actions"]).all()
-    assert policy.predict(env_obs(), num_steps=1)["actions"].shape == (2, CHUNK, 7)
+    assert policy.predict(make_env_obs(), num_steps=1)["actions"].shape == (2, CHUNK, 7)
 
 
-def test_predict_is_deterministic_given_noise(policy: FlowPolicy, env_obs) -> None:
-    first = policy.predict(env_obs(), noise=_noise(seed=1), num_steps=4)
-    again = policy.predict(env_obs(), noise=_noise(seed=1), num_steps=4)
-    other = policy.predict(env_obs(), noise=_noise(seed=2), num_steps=4)
+def test_predict_is_deterministic_given_noise(policy: FlowPolicy, make_env_obs) -> None:
+    first = policy.predict(make_env_obs(), noise=_noise(seed=1), num_steps=4)
+    again = policy.predict(make_env_obs(), noise=_noise(seed=1), num_steps=4)
+    other = policy.predict(make_env_obs(), noise=_noise(seed=2), num_steps=4)
     assert torch.equal(first["raw_actions"], again["raw_actions"])
     assert torch.equal(first["actions"], again["actions"])
     assert not torch.allclose(first["raw_actions"], other["raw_actions"])
 
 
-def test_prompt_changes_the_actions(model: str, policy: FlowPolicy, env_obs) -> None:
-    obs = env_obs()
+def test_prompt_changes_the_actions(model: str, policy: FlowPolicy, make_env_obs) -> None:
+    obs = make_env_obs()
     base = policy.predict(obs, noise=_noise(), num_steps=2)["raw_actions"]
     obs["task_descriptions"] = ["turn on the stove", "push the plate"]
     moved = policy.predict(obs, noise=_noise(), num_steps=2)["raw_actions"]
     assert (moved - base).abs().amax(dim=(1, 2)).min() > PROMPT_EFFECT[model]
 
 
-def test_actions_are_state_relative_except_the_gripper(policy: FlowPolicy, env_obs) -> None:
-    obs = env_obs()
+def test_actions_are_state_relative_except_the_gripper(policy: FlowPolicy, make_env_obs) -> None:
+    obs = make_env_obs()
     out = policy.predict(obs, noise=_noise(), num_steps=2)
     delta = denormalize(out["raw_actions"], policy.norm_stats.action, "mean_std")[..., :7]
     states = torch.from_numpy(obs["states"])
@@ -84,8 +84,8 @@ def test_actions_are_state_relative_except_the_gripper(policy: FlowPolicy, env_o
     torch.testing.assert_close(out["actions"][..., 6], delta[..., 6])
 
 
-def test_observation_layout(model: str, policy: FlowPolicy, env_obs) -> None:
-    obs = policy.observation(env_obs())
+def test_observation_layout(model: str, policy: FlowPolicy, make_env_obs) -> None:
+    obs = policy.observation(make_env_obs())
     size = IMAGE[model]
     assert obs.images.shape == (2, 3, 3, size, size)
     assert obs.images.min() >= -1 and obs.images.max() <= 1
@@ -95,11 +95,11 @@ def test_observation_layout(model: str, policy: FlowPolicy, env_obs) -> None:
     assert obs.state.shape == (2, 32) and obs.state.dtype == torch.float32
 
 
-def test_dtype_by_name(model: str, model_dir: Path, env_obs) -> None:
+def test_dtype_by_name(model: str, model_dir: Path, make_env_obs) -> None:
     bf16 = load_policy(model_dir, dtype="bf16")
     for name in BF16_PROBES[model]:
         assert getattr(bf16.network.model, name).weight.dtype == torch.bfloat16, name
-    out = bf16.predict(env_obs(), noise=_noise(), num_steps=2)
+    out = bf16.predict(make_env_obs(), noise=_noise(), num_steps=2)
     assert out["actions"].dtype == torch.float32 and torch.isfinite(out["actions"]).all()
     with pytest.raises(DexrlError) as err:
         load_policy(model_dir, dtype="int3")
@@ -116,20 +116,20 @@ def test_dtype_by_name(model: str, model_dir: Path, env_obs) -> None:
         (lambda o: o.update(states=np.zeros((2, 40))), "states must"),
     ],
 )
-def test_bad_env_obs(policy: FlowPolicy, env_obs, change, message: str) -> None:
-    obs = env_obs()
+def test_bad_env_obs(policy: FlowPolicy, make_env_obs, change, message: str) -> None:
+    obs = make_env_obs()
     change(obs)
     with pytest.raises(DexrlError, match=message):
         policy.predict(obs, num_steps=1)
 
 
-def test_bad_predict_arguments(policy: FlowPolicy, env_obs) -> None:
+def test_bad_predict_arguments(policy: FlowPolicy, make_env_obs) -> None:
     with pytest.raises(DexrlError) as err:
-        policy.predict(env_obs(), noise=torch.zeros(2, CHUNK + 1, 32))
+        policy.predict(make_env_obs(), noise=torch.zeros(2, CHUNK + 1, 32))
     assert err.value.code == "policy-noise-shape"
     with pytest.raises(DexrlError) as err:
-        policy.predict(env_obs(), num_action_chunks=CHUNK + 1)
+        policy.predict(make_env_obs(), num_action_chunks=CHUNK + 1)
     assert err.value.code == "policy-action-chunks-invalid"
     with pytest.raises(DexrlError) as err:
-        policy.predict(env_obs(), num_steps=0)
+        policy.predict(make_env_obs(), num_steps=0)
     assert err.value.code == "policy-num-steps-invalid"

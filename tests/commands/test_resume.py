@@ -4,7 +4,7 @@ from step 0 in the same folder, with its saved config; eval and export keep refu
 The run folders are built as ``dexrl train`` leaves them (``rlinf_run``), their checkpoints
 removed or left without their marker; no RLinf launch is needed (the launch itself is replaced
 where a test goes past ``start_resume``). The real restart through RLinf is
-tests/bridge/launch/test_restart.py (``slow``).
+tests/scenarios/test_restart.py (``slow``).
 """
 
 from __future__ import annotations
@@ -13,22 +13,18 @@ import shutil
 from pathlib import Path
 
 import pytest
+from helpers.cli import run
 from helpers.files import tree
 from omegaconf import OmegaConf
 from typer.testing import CliRunner
 
 from dexrl.checkpoints.files.steps import resume_point, skipped
-from dexrl.cli import app
 from dexrl.config.owned_keys import check_run_folder
 from dexrl.errors import DexrlError
 from dexrl.runs.layout import CONFIG_FILE, MARKER, checkpoints_dir
 from dexrl.training.session import ResumeRequest, prepare_resume, start_resume
 
 runner = CliRunner()
-
-
-def run(*args: object):
-    return runner.invoke(app, [str(a) for a in args], env={"COLUMNS": "250"})
 
 
 @pytest.fixture(scope="module")

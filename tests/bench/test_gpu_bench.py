@@ -10,7 +10,7 @@ from pathlib import Path
 import pytest
 import torch
 
-BENCH = Path(__file__).resolve().parents[1] / "bench"
+BENCH = Path(__file__).resolve().parents[2] / "bench"
 
 
 @pytest.mark.skipif(torch.cuda.is_available(), reason="the CPU path; a GPU runs the real one")

@@ -14,7 +14,7 @@ from pathlib import Path
 import pytest
 import torch
 
-BENCH = Path(__file__).resolve().parents[1] / "bench"
+BENCH = Path(__file__).resolve().parents[2] / "bench"
 
 
 @pytest.fixture()
@@ -146,7 +146,7 @@ def test_pruned_copies_keep_code_metadata_and_the_opened_data_only(
     assert not any(p.name == data[0].name for p in (tmp_path / "none").rglob("*"))
 
 
-GPU_ENV = Path(__file__).resolve().parents[1] / "bench" / "gpu_env.sh"
+GPU_ENV = Path(__file__).resolve().parents[2] / "bench" / "gpu_env.sh"
 
 
 def _archive(tmp_path: Path, name: str, files: dict[str, str]) -> Path:

@@ -13,7 +13,7 @@ import tomllib
 
 from dexrl.config.compose import conf_dir, list_configs
 
-ROOT = Path(__file__).resolve().parents[1]
+ROOT = Path(__file__).resolve().parents[2]
 
 
 def test_every_package_is_listed_in_pyproject() -> None:

@@ -5,27 +5,16 @@ as one error line that writes nothing."""
 from __future__ import annotations
 
 import json
+from functools import partial
 from pathlib import Path
 
 import pytest
-from typer.testing import CliRunner
+from helpers import cli
 
-from dexrl.cli import app
-
-runner = CliRunner()
 SMALL = ["--suite", "reach_cued", "--episodes-per-task", "4", "--num-envs", "4"]
 
 
-@pytest.fixture(scope="module")
-def cued_run(tiny_pi0_dir: Path, tmp_path_factory: pytest.TempPathFactory) -> Path:
-    from helpers.rlinf_run import write_tiny_rlinf_run
-
-    return write_tiny_rlinf_run(tmp_path_factory.mktemp("run") / "run", tiny_pi0_dir, step=2,
-                                suite="reach_cued")
-
-
-def run(*args: object):
-    return runner.invoke(app, ["eval", *map(str, args)], env={"COLUMNS": "200"})
+run = partial(cli.run, "eval", columns=200)
 
 
 def test_per_target_table_json_and_blind_bound(cued_run: Path, tmp_path: Path) -> None:

@@ -15,20 +15,16 @@ import textwrap
 from pathlib import Path
 
 import pytest
+from helpers.cli import run
 from helpers.files import tree
 from typer.testing import CliRunner
 
-from dexrl.cli import app
 from dexrl.config.owned_keys import OWNED_KEYS
 from dexrl.runs.layout import MARKER, checkpoints_dir
 from dexrl.runs.state import STATE_FILE, begin, load
 from tests.helpers.checkpoints import latest_checkpoint
 
 runner = CliRunner()
-
-
-def run(*args: object):
-    return runner.invoke(app, [str(a) for a in args], env={"COLUMNS": "250"})
 
 
 @pytest.fixture

@@ -16,7 +16,7 @@ from rich.console import Console
 from dexrl.curves import ASYNC_TIME_SPLIT, TIME_SPLIT, logged_offset, read_run, time_split
 from dexrl.training.progress import ProgressPrinter, staleness
 
-SMOKE_RUN = Path(__file__).parent / "fixtures" / "smoke_run"  # a sync run, no config.yaml
+SMOKE_RUN = Path(__file__).parents[1] / "fixtures" / "smoke_run"  # a sync run, no config.yaml
 ASYNC_METRICS = {"rollout/data_staleness_0/ratio": 0.25, "rollout/data_staleness_1/ratio": 0.75,
                  "rollout/discarded_unused_trajs": 4.0}
 

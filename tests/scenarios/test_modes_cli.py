@@ -8,16 +8,9 @@ import re
 from pathlib import Path
 from typing import Any
 
-from typer.testing import CliRunner
+from helpers.cli import run
 
-from dexrl.cli import app
-
-runner = CliRunner()
 REACH_SMOKE = ["train", "--suite", "reach_cued", "--model", "pi0", "--smoke"]
-
-
-def run(*args: object):
-    return runner.invoke(app, [str(a) for a in args], env={"COLUMNS": "250"})
 
 
 def mode_line(output: str) -> str:

@@ -214,13 +214,6 @@ def test_export_disk_full_keeps_the_earlier_export(tiny_run: Path, tmp_path: Pat
 
 # --- dexrl eval ---------------------------------------------------------------------------------
 
-@pytest.fixture(scope="module")
-def cued_run(tiny_pi0_dir: Path, tmp_path_factory: pytest.TempPathFactory) -> Path:
-    from helpers.rlinf_run import write_tiny_rlinf_run
-
-    return write_tiny_rlinf_run(tmp_path_factory.mktemp("run") / "run", tiny_pi0_dir, step=2,
-                                suite="reach_cued")
-
 
 def evaluate(run_dir: Path, out: Path):  # noqa: ANN201
     return runner.invoke(app, ["eval", "--ckpt", str(run_dir), "--suite", "reach_cued",

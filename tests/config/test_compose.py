@@ -120,7 +120,7 @@ def _check_documented_values(name: str, cfg: dict[str, Any]) -> None:
 
 
 @pytest.fixture
-def reference() -> Path:
+def rlinf_configs() -> Path:
     if not REF_CONF.is_dir():
         pytest.skip(f"RLinf reference configs not found at {REF_CONF} "
                     "(CI keeps ../shared beside the clone)")
@@ -172,41 +172,42 @@ def test_model_path_override_reaches_rollout() -> None:
     assert cfg.rollout.model.model_path == "/ckpt/pi0"
 
 
-def test_every_config_is_checked_against_rlinf(reference: Path) -> None:
-    shipped = {p.stem for p in reference.glob("libero_*_ppo_dexbotic_*.yaml")}
+def test_every_config_is_checked_against_rlinf(rlinf_configs: Path) -> None:
+    shipped = {p.stem for p in rlinf_configs.glob("libero_*_ppo_dexbotic_*.yaml")}
     assert shipped.isdisjoint(DERIVED)
     assert shipped | set(DERIVED) == set(ALL_CONFIGS)
 
 
 @pytest.mark.parametrize("name", [n for n in ALL_CONFIGS if n not in DERIVED])
-def test_shipped_config_matches_rlinf(name: str, reference: Path) -> None:
-    diffs = _undocumented_differences(_dexrl(name), _rlinf(reference, name))
+def test_shipped_config_matches_rlinf(name: str, rlinf_configs: Path) -> None:
+    diffs = _undocumented_differences(_dexrl(name), _rlinf(rlinf_configs, name))
     assert not diffs, "undocumented differences from RLinf:\n" + "\n".join(diffs)
 
 
-def _horizon(reference: Path, source: str | int) -> dict[str, dict[str, int]]:
+def _horizon(rlinf_configs: Path, source: str | int) -> dict[str, dict[str, int]]:
     """Per-split horizon keys from an RLinf top-level config, an RLinf env file, or a number."""
     if isinstance(source, int):
         return {split: dict.fromkeys(HORIZON_KEYS, source) for split in ("train", "eval")}
     if source.startswith("env/"):
-        env = OmegaConf.to_container(OmegaConf.load(reference / f"{source}.yaml"))
+        env = OmegaConf.to_container(OmegaConf.load(rlinf_configs / f"{source}.yaml"))
         return {split: {k: env[k] for k in HORIZON_KEYS} for split in ("train", "eval")}
-    env = _rlinf(reference, source)["env"]
+    env = _rlinf(rlinf_configs, source)["env"]
     return {split: {k: env[split][k] for k in HORIZON_KEYS} for split in ("train", "eval")}
 
 
 @pytest.mark.parametrize("name", sorted(DERIVED))
-def test_derived_config_follows_nearest_rlinf(name: str, reference: Path, tmp_path: Path) -> None:
+def test_derived_config_follows_nearest_rlinf(name: str, rlinf_configs: Path,
+                                              tmp_path: Path) -> None:
     nearest, horizon_source = DERIVED[name]
     suite, near_suite = _suite_of(name), _suite_of(nearest)
-    text = (reference / f"{nearest}.yaml").read_text()
+    text = (rlinf_configs / f"{nearest}.yaml").read_text()
     assert text.count(f"env/{near_suite}@") == 2
     (tmp_path / f"{name}.yaml").write_text(text.replace(f"env/{near_suite}@", f"env/{suite}@"))
 
     overrides = [f"runner.logger.experiment_name={name}"]
-    for split, values in _horizon(reference, horizon_source).items():
+    for split, values in _horizon(rlinf_configs, horizon_source).items():
         overrides += [f"env.{split}.{key}={value}" for key, value in values.items()]
-    if "unnorm_key" in _rlinf(reference, nearest)["rollout"]:
+    if "unnorm_key" in _rlinf(rlinf_configs, nearest)["rollout"]:
         overrides.append(f"rollout.unnorm_key={suite}")
     expected = _rlinf(tmp_path, name, tuple(overrides))
 
@@ -214,7 +215,8 @@ def test_derived_config_follows_nearest_rlinf(name: str, reference: Path, tmp_pa
     assert not diffs, f"undocumented differences from derived {nearest}:\n" + "\n".join(diffs)
 
 
-def test_bucket_syncer_matches_rlinf(reference: Path) -> None:
+def test_bucket_syncer_matches_rlinf(rlinf_configs: Path) -> None:
     cfg = _dexrl("libero_spatial_ppo_dexbotic_pi0", ("weight_syncer=bucket_syncer",))
-    ref = OmegaConf.to_container(OmegaConf.load(reference / "weight_syncer" / "bucket_syncer.yaml"))
+    syncer = rlinf_configs / "weight_syncer" / "bucket_syncer.yaml"
+    ref = OmegaConf.to_container(OmegaConf.load(syncer))
     assert cfg["weight_syncer"] == ref

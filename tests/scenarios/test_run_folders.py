@@ -11,19 +11,15 @@ import shutil
 from pathlib import Path
 
 import pytest
+from helpers.cli import run
 from omegaconf import OmegaConf
 from typer.testing import CliRunner
 
-from dexrl.cli import app
 from dexrl.config.run_paths import open_run
 from dexrl.runs.layout import CONFIG_FILE, MANIFEST_FILE
 from dexrl.runs.record import read_manifest
 
 runner = CliRunner()
-
-
-def run(*args: object):
-    return runner.invoke(app, [str(a) for a in args], env={"COLUMNS": "250"})
 
 
 @pytest.fixture(scope="module")

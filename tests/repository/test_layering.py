@@ -10,7 +10,7 @@ from __future__ import annotations
 import ast
 from pathlib import Path
 
-ROOT = Path(__file__).resolve().parents[1] / "dexrl"
+ROOT = Path(__file__).resolve().parents[2] / "dexrl"
 
 
 def _module(path: Path) -> str:

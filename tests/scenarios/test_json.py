@@ -14,18 +14,14 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from helpers.cli import run
 from typer.testing import CliRunner
 
-from dexrl.cli import app
 from dexrl.runs.layout import CURVES, MARKER, checkpoints_dir
 
 runner = CliRunner()
 SPATIAL_PI0 = ["--suite", "libero_spatial", "--model", "pi0"]
 PLOT_FIXTURE = Path(__file__).parent.parent / "fixtures" / "smoke_run"
-
-
-def run(*args: object):
-    return runner.invoke(app, [str(a) for a in args], env={"COLUMNS": "250"})
 
 
 def document(result: Any, schema: str, exit_code: int = 0) -> dict[str, Any]:
@@ -190,14 +186,6 @@ def test_resume_json_failures(one_step: Path, tmp_path: Path) -> None:
 
 
 # --- eval -----------------------------------------------------------------------------------
-
-
-@pytest.fixture(scope="module")
-def cued_run(tiny_pi0_dir: Path, tmp_path_factory: pytest.TempPathFactory) -> Path:
-    from helpers.rlinf_run import write_tiny_rlinf_run
-
-    return write_tiny_rlinf_run(tmp_path_factory.mktemp("run") / "run", tiny_pi0_dir, step=2,
-                                suite="reach_cued")
 
 
 def test_eval_json_carries_results_json_and_where_it_wrote(cued_run: Path, tmp_path: Path) -> None:

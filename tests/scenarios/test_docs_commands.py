@@ -52,7 +52,7 @@ import pytest
 
 from dexrl.config.compose import compose
 
-ROOT = Path(__file__).resolve().parents[1]
+ROOT = Path(__file__).resolve().parents[2]
 PAGES = ["README.md", "docs/learning.md"]
 DEXRL = ".venv/bin/dexrl"
 STEPS = 2  # global steps of a shortened train

@@ -1,9 +1,9 @@
 """End to end on the CPU: a run interrupted before its first checkpoint starts again from step 0.
 
-Through the real CLI, as tests/bridge/launch/test_smoke.py: ``dexrl train --smoke`` for two
+Through the real CLI, as tests/scenarios/test_smoke.py: ``dexrl train --smoke`` for two
 steps, a checkpoint only at the end, interrupted (Ctrl-C) during step 2; then ``dexrl resume``
 of the folder, which has no complete checkpoint, trains it again from step 1 in the same folder.
-The checks without RLinf are in tests/commands/test_resume_restart.py.
+The checks without RLinf are in tests/commands/test_resume.py.
 """
 
 from __future__ import annotations
