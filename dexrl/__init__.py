@@ -1,7 +1,7 @@
 """dexrl: RL post-training of Dexbotic policies.
 
 The stable Python API is what this package exports (:data:`__all__`); a name here keeps working
-when the module behind it moves (``tests/test_public_api.py`` holds it to that)::
+when the module behind it moves (``tests/repository/test_public_api.py`` holds it to that)::
 
     from dexrl import load_policy
 
@@ -9,7 +9,7 @@ when the module behind it moves (``tests/test_public_api.py`` holds it to that):
 
 Names resolve on first use (PEP 562), so ``import dexrl`` and ``dexrl --help`` import nothing
 heavy. The table below is resolved by name: it is the one place where dexrl imports upward, as
-every other unit ranks above this package (tests/test_layering.py).
+every other unit ranks above this package (tests/repository/test_layering.py).
 """
 
 from __future__ import annotations

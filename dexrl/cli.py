@@ -18,7 +18,7 @@ from dexrl import __version__
 from dexrl.errors import DexrlError, disk_full_cause, disk_full_error, disk_full_folder
 
 # verb -> (module that mounts it, the one-line summary `dexrl --help` shows). The summary is the
-# first line of the verb function's docstring; tests/commands/test_cli.py keeps the two in sync.
+# first line of the verb function's docstring; tests/test_cli.py keeps the two in sync.
 VERBS: dict[str, tuple[str, str]] = {
     "train": ("dexrl.commands.train",
               "Train a policy with PPO or GRPO on a LIBERO suite or a built-in task via RLinf."),

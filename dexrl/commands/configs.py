@@ -5,9 +5,6 @@ from __future__ import annotations
 import typer
 
 from dexrl.catalog import SUITES, policies
-from dexrl.config.algorithms import ALGO_SUMMARY, ALGOS, NOISE_SUMMARY, NOISES
-from dexrl.config.compose import shipped_matrix
-from dexrl.config.modes import MODE_SUMMARY, MODES
 from dexrl.console import console, print_json
 from dexrl.plugins import discover
 
@@ -31,6 +28,7 @@ SHIPPED_ALGORITHM = "ppo"  # every shipped config: GAE with a value head; --algo
 
 def rows() -> list[dict[str, object]]:
     """One record per config (suite × policy)."""
+    from dexrl.config.compose import shipped_matrix
 
     known = policies()
     return [dict(zip(COLUMNS, (suite, policy, known[policy].model_type, name, SHIPPED_ALGORITHM,
@@ -44,6 +42,8 @@ def configs(
     """List the configs: one per suite (LIBERO or built-in task) × policy (built in or plugin)."""
     from rich.table import Table
 
+    from dexrl.config.algorithms import ALGO_SUMMARY, ALGOS, NOISE_SUMMARY, NOISES
+    from dexrl.config.modes import MODE_SUMMARY, MODES
 
     records, problems = rows(), discover().problems
     if as_json:

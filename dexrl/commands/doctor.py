@@ -16,9 +16,7 @@ from dexrl.commands import options
 from dexrl.config.compose import suite_of
 from dexrl.config.request import ConfigRequest
 from dexrl.config.validate import compose_and_check
-from dexrl.console import console
 from dexrl.doctor.context import DEFAULT_SUITE, Budget, Context
-from dexrl.doctor.report import exit_code, print_table, relevant_env, to_json, to_markdown
 from dexrl.doctor.schedule import areas, run_doctor
 from dexrl.errors import DexrlError
 
@@ -97,6 +95,8 @@ def doctor(
     # Imported here so that `dexrl --help` does not pay for the doctor's modules.
     from rich.console import Console
 
+    from dexrl.console import console
+    from dexrl.doctor.report import exit_code, print_table, relevant_env, to_json, to_markdown
 
     if as_json and markdown:
         raise DexrlError("--json and --markdown are exclusive", "pick one output format",

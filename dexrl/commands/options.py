@@ -2,7 +2,7 @@
 
 Each function returns a fresh ``typer.Option`` (Typer fills in the object it is given, so one
 object must not serve two verbs): ``suite: str = options.suite()``. Not a verb: the one module
-of ``dexrl.commands`` the verbs import (tests/test_layering.py).
+of ``dexrl.commands`` the verbs import (tests/repository/test_layering.py).
 """
 
 from __future__ import annotations

@@ -7,7 +7,6 @@ from pathlib import Path
 import typer
 
 from dexrl.console import print_json
-from dexrl.curves import RunCurves, plot_runs
 from dexrl.errors import disk_full, disk_full_error, disk_full_folder
 
 EPILOG = """\
@@ -41,6 +40,7 @@ def plot(
                                  f"{SCHEMA}) instead of text."),
 ) -> None:
     """Draw runs' learning curves (success, return, losses, KL, time split) as one PNG."""
+    from dexrl.curves import RunCurves, plot_runs
 
     notes: list[str] = []
     drawn: list[RunCurves] = []

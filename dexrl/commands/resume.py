@@ -12,7 +12,6 @@ import typer
 from dexrl.bridge.launch.spec import LaunchOptions
 from dexrl.commands import options
 from dexrl.config.resume_rules import ABSENT, config_diff, diff_lines
-from dexrl.console import console, print_json
 from dexrl.training.session import (
     ResumeRequest,
     prepare_resume,
@@ -65,6 +64,7 @@ def resume(
 
     A run with no complete checkpoint yet starts again from step 0, in its folder.
     """
+    from dexrl.console import console, print_json
 
     options.refuse_json_without_dry_run(as_json, dry_run, progress="a resumed run's progress",
                                         as_data="what would continue")

@@ -41,7 +41,6 @@ from dexrl.runs.record import resolved, save_config, write_run_files
 from dexrl.runs.state import STATE_FILE, previous_run, read, story
 from dexrl.training.forecast import device_kind, make_forecast
 from dexrl.training.plan import make_plan, size_text
-from dexrl.training.progress import ProgressPrinter
 
 if TYPE_CHECKING:
     from omegaconf import DictConfig
@@ -134,6 +133,7 @@ def write_smoke_checkpoint(run_dir: Path, model_type: str) -> Path | None:
 def run(spec: LaunchSpec) -> int:
     """Launch through the bridge (one call: it registers the policies, records the run's state
     and supervises RLinf) and print progress; shared by ``train`` and ``resume``."""
+    from dexrl.training.progress import ProgressPrinter
 
     printer = ProgressPrinter(run_dir=spec.run_dir, forecast=_forecast_of(spec))
     try:

@@ -3,7 +3,8 @@
 - Settings are read through the typed :mod:`dexrl.config.settings`: no dotted config key is
   spelled as a string, and no ``OmegaConf.select`` is called, outside ``dexrl/config/``.
 - dexrl's own modules are imported at the top of a module; an import inside a function is kept
-  only where it defers a heavy package (torch, RLinf, Ray, ...) the importer does not load yet.
+  only where it defers a heavy package (torch, RLinf, Ray, ..., and omegaconf, rich and the rest
+  that `dexrl VERB --help` must not load) the importer does not load yet.
 - ``tests/`` mirrors the package: ``tests/<package>/test_<module>.py`` tests
   ``dexrl/<package>/<module>.py``; what spans the package lives in ``tests/scenarios/``, the
   repository's own rules in ``tests/repository/``, bench scripts' tests in ``tests/bench/``.
@@ -26,9 +27,12 @@ _KEY = re.compile(r"(env|actor|rollout|algorithm|runner|cluster|critic|reward|da
                   r"\.[A-Za-z_*][A-Za-z0-9_.*]*")
 _KEY_PREFIX = re.compile(r"(env|actor|rollout|algorithm|runner|cluster|critic|reward|data)"
                          r"\.([A-Za-z0-9_]+\.)*$")
+# What a module may defer: the ML stack, and what `dexrl VERB --help` must not load
+# (omegaconf/hydra, rich, pydantic: tests/test_cli.py).
 HEAVY = frozenset({"torch", "rlinf", "ray", "transformers", "libero", "robosuite", "mujoco",
                    "scipy", "huggingface_hub", "matplotlib", "tensorboard", "wandb", "PIL",
-                   "imageio", "cv2", "gymnasium", "safetensors", "tokenizers", "numpy"})
+                   "imageio", "cv2", "gymnasium", "safetensors", "tokenizers", "numpy",
+                   "omegaconf", "hydra", "rich", "pydantic"})
 # Folders of tests/ that do not mirror a module of dexrl/.
 NOT_MIRRORED = ("scenarios", "repository", "helpers", "fixtures")
 
