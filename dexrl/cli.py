@@ -15,6 +15,7 @@ import typer
 from typer.core import TyperCommand, TyperGroup
 
 from dexrl import __version__
+from dexrl.console import print_json
 from dexrl.errors import DexrlError, disk_full_cause, disk_full_error, disk_full_folder
 
 # verb -> (module that mounts it, the one-line summary `dexrl --help` shows). The summary is the
@@ -156,8 +157,6 @@ def _fail(exc: DexrlError, ctx: Any) -> NoReturn:
     """Print ``exc`` (and its ``dexrl.error/1`` document for a verb given --json); exit 2."""
     typer.echo(exc.render(), err=True)
     if ctx.meta.get(_JSON_META):
-        from dexrl.console import print_json
-
         print_json(ERROR_SCHEMA, **exc.document())
     raise typer.Exit(exc.exit_code) from None
 

@@ -17,6 +17,9 @@ import torch
 from safetensors import safe_open
 from safetensors.torch import save_file
 
+from dexrl import __version__
+from dexrl.checkpoints.files.layout import weight_files
+from dexrl.checkpoints.files.weights import checkpoint_dtype
 from dexrl.checkpoints.policy import (
     NOISE_HEAD_PREFIX,
     VALUE_HEAD_PREFIX,
@@ -26,6 +29,8 @@ from dexrl.checkpoints.policy import (
 )
 from dexrl.checkpoints.sources import EXPORT_MANIFEST, CheckpointSource
 from dexrl.errors import DexrlError, disk_full_in_text
+from dexrl.hub.client import hub_endpoint, hub_errors
+from dexrl.hub.home import check_repo_id
 from dexrl.hub.manifest import MANIFEST_NAME
 from dexrl.runs import durable
 
@@ -154,8 +159,6 @@ def _save_file(tensors: dict[str, torch.Tensor], path: Path) -> None:
 def _dexbotic_state(source: CheckpointSource, trained: dict[str, torch.Tensor]
                     ) -> tuple[dict[str, torch.Tensor], list[str]]:
     """The trained weights checked against the base checkpoint's key set, gaps filled from it."""
-    from dexrl.checkpoints.files.layout import weight_files
-
     shapes: dict[str, tuple[int, ...]] = {}
     origin: dict[str, Path] = {}
     for path in weight_files(source.model_dir):
@@ -185,8 +188,6 @@ def _dexbotic_state(source: CheckpointSource, trained: dict[str, torch.Tensor]
 
 
 def _compute_dtype(state: dict[str, torch.Tensor]) -> str:
-    from dexrl.checkpoints.files.weights import checkpoint_dtype
-
     return str(checkpoint_dtype(state)).removeprefix("torch.")
 
 
@@ -217,8 +218,6 @@ def _set_config_dtype(config: Path, dtype: str) -> None:
 
 def _manifest(source: CheckpointSource, tensors: int, from_base: list[str], value_head: bool,
               dtype: str, results: Path | None, *, noise_head: bool = False) -> dict[str, Any]:
-    from dexrl import __version__
-
     training = dataclasses.asdict(source.training) if source.training else None
     if training:
         training.pop("source")
@@ -300,9 +299,6 @@ def push_to_hub(folder: Path, repo_id: str, *, private: bool = False, api: Any =
     Returns:
         The repository URL.
     """
-    from dexrl.hub.client import hub_endpoint, hub_errors
-    from dexrl.hub.home import check_repo_id
-
     check_repo_id(repo_id)
     endpoint = hub_endpoint()
     with hub_errors(repo_id, "main", endpoint, stage="upload to", dest=Path(folder)):

@@ -22,10 +22,14 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from dexrl.checkpoints.files.layout import read_json
+from dexrl.checkpoints.files.steps import is_complete, pick_checkpoint, skipped
 from dexrl.checkpoints.verify import checkpoint_model_type
-from dexrl.config.run_paths import recorded_model_path, training_facts
+from dexrl.config.run_paths import open_run, recorded_model_path, training_facts
 from dexrl.config.settings import Settings
 from dexrl.errors import DexrlError
+from dexrl.hub.home import check_repo_id, checkpoint_dir
+from dexrl.hub.manifest import read_download_manifest
 from dexrl.runs.layout import (
     CONFIG_FILE,
     WEIGHTS_IN_STEP,
@@ -33,6 +37,7 @@ from dexrl.runs.layout import (
     run_of_step,
     step_of_weights,
 )
+from dexrl.runs.record import read_manifest
 
 EXPORT_MANIFEST = "dexrl-export.json"
 RLINF_KINDS = ("run", "step", "weights")  # training weights of an RLinf run
@@ -118,9 +123,6 @@ def locate_checkpoint(ckpt: str) -> Path:
     Raises:
         DexrlError: nothing at the path, and no verified download of it as a repo id.
     """
-    from dexrl.hub.home import checkpoint_dir
-    from dexrl.hub.manifest import read_download_manifest
-
     path = Path(ckpt).expanduser()
     if path.exists():
         return path.resolve()
@@ -142,8 +144,6 @@ def locate_checkpoint(ckpt: str) -> Path:
 
 def _repo_id_form(value: str) -> bool:
     """``owner/name`` the hub would accept: one ``/``, not at either end, no leading ``.``/``~``."""
-    from dexrl.hub.home import check_repo_id
-
     if value.count("/") != 1 or value.startswith((".", "/", "~")) or value.endswith("/"):
         return False
     try:
@@ -245,9 +245,6 @@ def resolve_checkpoint(path: str | Path, base: str | Path | None = None) -> Chec
 
 def _run_source(path: Path, base: str | Path | None) -> CheckpointSource:
     """A run folder: its latest complete step, picked as resume picks it."""
-    from dexrl.checkpoints.files.steps import pick_checkpoint, skipped
-    from dexrl.config.run_paths import open_run
-
     run = open_run(path)
     chosen = pick_checkpoint(run.dir, purpose="use")
     step_dir = chosen.path
@@ -289,9 +286,6 @@ def _rlinf_source(kind: str, given: Path, weights: Path, step_dir: Path | None,
     run_dir = run_of_step(step_dir) if step_dir is not None else None
     cfg = run_config
     if cfg is None and run_dir is not None and (run_dir / CONFIG_FILE).is_file():
-        from dexrl.checkpoints.files.steps import is_complete, pick_checkpoint
-        from dexrl.config.run_paths import open_run
-
         if not is_complete(step_dir):
             pick_checkpoint(run_dir, checkpoint_step(step_dir))  # raises: incomplete
         cfg = open_run(run_dir).config
@@ -338,8 +332,6 @@ def _base_from_config(cfg: Any, run_dir: Path) -> Path:
 
 def _fetch_hint(run_dir: Path) -> str:
     """How to get the base checkpoint back: its repo id when the run's manifest knows it."""
-    from dexrl.runs.record import read_manifest
-
     provenance = read_manifest(run_dir).get("checkpoint") or {}
     repo = provenance.get("repo_id") if isinstance(provenance, dict) else None
     return f"run `dexrl download {repo}`" if repo else "download it again (`dexrl download`)"
@@ -350,13 +342,9 @@ def _training_from_config(cfg: Any, run_dir: Path) -> TrainingInfo:
 
 
 def _download_manifest(model_dir: Path) -> dict[str, Any] | None:
-    from dexrl.hub.manifest import read_download_manifest
-
     manifest = read_download_manifest(model_dir)
     return dataclasses.asdict(manifest) if manifest is not None else None
 
 
 def _read_json(path: Path) -> dict[str, Any]:
-    from dexrl.checkpoints.files.layout import read_json
-
     return read_json(path, what=path.name)

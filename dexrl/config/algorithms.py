@@ -8,6 +8,7 @@ from __future__ import annotations
 
 from typing import Any
 
+from dexrl.catalog import SUITES
 from dexrl.config.settings import given, settings_of
 from dexrl.errors import DexrlError
 
@@ -56,8 +57,6 @@ def algo_overrides(algo: str | None, noise: str | None, suite: str | None,
 
 
 def _libero(suite: str | None, config: str | None) -> bool:
-    from dexrl.catalog import SUITES
-
     name = suite or (config or "").partition("_ppo_")[0]
     found = SUITES.get(name) or SUITES.get(f"libero_{name}")
     return found is None or found.libero

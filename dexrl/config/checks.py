@@ -23,6 +23,7 @@ from dexrl.config.placement import parse_placement
 from dexrl.config.schema import check_values
 from dexrl.config.settings import Settings, given, positive_or
 from dexrl.errors import Finding
+from dexrl.plugins import discover
 from dexrl.reach.rules import SECTION, check_env
 
 # Actions DM0 executes per chunk according to RLinf's Dexbotic docs and its model/dexbotic_dm0.yaml
@@ -233,8 +234,6 @@ def check_model(s: Settings, facts: Facts) -> list[Finding]:
     model_type = s.actor.model.model_type
     known = {p.model_type for p in policies().values()}
     if model_type not in known:
-        from dexrl.plugins import discover
-
         broken = [p for p in discover().problems if model_type in p.names]
         findings.append(Finding("error", "actor.model.model_type", broken[0].message,
                                 broken[0].hint, code="plugin-unusable") if broken else

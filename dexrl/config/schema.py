@@ -14,8 +14,9 @@ import re
 from dataclasses import dataclass
 from typing import Any
 
+from dexrl.config.dotted import flatten
 from dexrl.config.settings import Settings, is_type, schema_entries
-from dexrl.errors import Finding
+from dexrl.errors import DexrlError, Finding
 
 
 @dataclass(frozen=True)
@@ -182,8 +183,6 @@ def check_values(cfg: Any) -> list[Finding]:
     from omegaconf import OmegaConf
     from omegaconf.errors import OmegaConfBaseException
 
-    from dexrl.config.dotted import flatten
-
     findings = []
     try:
         OmegaConf.to_container(cfg, resolve=True)
@@ -216,9 +215,6 @@ def explain(key: str, cfg: Any, config_name: str) -> list[str]:
         DexrlError: the schema does not describe the key; the hint names the closest keys.
     """
     from omegaconf import OmegaConf
-
-    from dexrl.config.dotted import flatten
-    from dexrl.errors import DexrlError
 
     spec = spec_for(key)
     present = flatten(OmegaConf.to_container(cfg, resolve=False))

@@ -8,7 +8,10 @@ from typing import TYPE_CHECKING, Any
 
 from omegaconf import DictConfig
 
+from dexrl.config.checks import Facts, run_config_checks
 from dexrl.config.compose import compose, resolve_config_name, suite_of
+from dexrl.config.modes import place_async
+from dexrl.config.owned_keys import owned_override_findings, without_owned
 from dexrl.config.settings import Settings
 
 if TYPE_CHECKING:
@@ -59,8 +62,6 @@ def compose_request(suite: str | None, model: str | None, config_name: str | Non
     """:func:`compose_and_check`'s first half: the composed config, its findings only those of
     overrides of the fields dexrl sets. ``train`` completes the config (its run folder) before
     :func:`check_composed` checks it."""
-    from dexrl.config.owned_keys import owned_override_findings, without_owned
-
     name = resolve_config_name(suite, model, config_name)
     owned = owned_override_findings(overrides)
     return Validated(name, compose(name, without_owned(overrides)), owned)
@@ -70,9 +71,6 @@ def check_composed(composed: Validated, suite: str | None, gpus_per_node: int = 
                    cpu_only: bool = False) -> Validated:
     """:func:`compose_and_check`'s second half: every config check on a composed config (an
     async run on GPUs first gets its default placement, :func:`dexrl.config.modes.place_async`)."""
-    from dexrl.config.checks import Facts, run_config_checks
-    from dexrl.config.modes import place_async
-
     cfg = composed.cfg
     place_async(cfg, gpus_per_node, cpu_only)
     facts = Facts(suite=suite_of(cfg, suite), gpus_per_node=gpus_per_node, cpu_only=cpu_only)

@@ -16,6 +16,7 @@ from dexrl.doctor.context import NO_CONFIG_FIX, Context
 from dexrl.errors import DexrlError
 from dexrl.hub.manifest import Manifest, read_download_manifest
 from dexrl.runs.layout import RUNS_ROOT
+from dexrl.training.plan import make_plan
 
 GB = 1e9
 
@@ -116,8 +117,6 @@ def run(ctx: Context) -> Iterator[CheckResult]:
         time.monotonic() - start)
     saves = None
     if ctx.cfg is not None:
-        from dexrl.training.plan import make_plan
-
         saves = make_plan(ctx.cfg, Facts(ctx.suite, 1)).saves
     try:
         size = sum(f.stat().st_size for f in weight_files(ctx.ckpt))

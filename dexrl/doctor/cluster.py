@@ -26,6 +26,7 @@ from dexrl.config.settings import settings_of
 from dexrl.doctor import GIB, CheckResult, cuda, extension, fail, guarded, ok, skip, warn
 from dexrl.doctor.context import NO_CONFIG_FIX, Context
 from dexrl.errors import one_line
+from dexrl.training.plan import by_node, placement, render_by_node
 
 GB = 1e9
 ENV_PROCESS_BYTES = 2.2 * GB  # RSS of one LIBERO env subprocess, measured (rlinf-notes)
@@ -215,8 +216,6 @@ def check_node_ranks(r: RayFacts, cfg: DictConfig | None) -> CheckResult:
 
 def check_placement(r: RayFacts, cfg: DictConfig | None) -> CheckResult:
     """The worker groups each node (by ``RLINF_NODE_RANK``) gets from the config's placement."""
-    from dexrl.training.plan import by_node, placement, render_by_node
-
     if cfg is None:
         return skip("ray.placement", "no config to place", NO_CONFIG_FIX)
     gpus = int(min((n.gpus for n in r.nodes), default=0))

@@ -10,7 +10,8 @@ from collections.abc import Sequence
 
 from omegaconf import DictConfig
 
-from dexrl.bridge.launch.worker_probe import RoundTrip
+from dexrl.bridge.launch.driver import worker_env
+from dexrl.bridge.launch.worker_probe import RoundTrip, check_registration
 from dexrl.bridge.registry import EXT_MODULE, builders
 from dexrl.config.settings import settings_of
 from dexrl.doctor import CheckResult, fail, ok
@@ -27,9 +28,6 @@ def model_types(cfg: DictConfig | None) -> list[str]:
 def probe_roundtrip(types: Sequence[str], timeout: float,
                     ext_module: str = EXT_MODULE) -> list[RoundTrip]:
     """Run the round trip on every alive node of the connected Ray, with train's worker env."""
-    from dexrl.bridge.launch.driver import worker_env
-    from dexrl.bridge.launch.worker_probe import check_registration
-
     env = worker_env(probe_gl=False, ext_module=ext_module)
     return check_registration(types, ext_module, env=env, timeout_s=timeout)
 

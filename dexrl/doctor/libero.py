@@ -18,7 +18,12 @@ import yaml
 from dexrl.doctor import CheckResult, fail, guarded, ok, skip
 from dexrl.doctor.context import Context
 from dexrl.errors import one_line
-from dexrl.hub.libero_assets import is_asset_tree, libero_assets_dir, libero_config_dir
+from dexrl.hub.libero_assets import (
+    is_asset_tree,
+    libero_assets_dir,
+    libero_config_dir,
+    use_libero_config_dir,
+)
 from dexrl.subproc import ProbeError, run_probe
 
 # Keys of LIBERO's config file that must point into the installed package.
@@ -46,8 +51,6 @@ class LiberoConfig:
 
 def import_libero() -> dict[str, Any]:
     """Child-side probe: import LIBERO the way RLinf does, after dexrl picks its config folder."""
-    from dexrl.hub.libero_assets import use_libero_config_dir
-
     use_libero_config_dir()
     start = time.perf_counter()
     import libero.libero
@@ -58,8 +61,6 @@ def import_libero() -> dict[str, Any]:
 
 def step_env(suite: str, steps: int = 10) -> dict[str, Any]:
     """Child-side probe: create one env of ``suite`` (task 0), reset to an init state, step."""
-    from dexrl.hub.libero_assets import use_libero_config_dir
-
     use_libero_config_dir()
     import numpy as np
     from libero.libero import benchmark, get_libero_path

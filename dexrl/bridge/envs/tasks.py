@@ -11,8 +11,10 @@ from typing import Any
 import numpy as np
 from omegaconf import OmegaConf
 
+from dexrl.bridge.registry import register
 from dexrl.errors import DexrlError, errors
 from dexrl.reach import rules
+from dexrl.vec_env import ChunkStep
 
 
 class TaskVecEnv:
@@ -29,8 +31,6 @@ class TaskVecEnv:
 
     def __init__(self, cfg: Any, model_type: str, action_chunk: int) -> None:
         from dexrl.bridge.launch.workers import dexrl_env_class
-        from dexrl.bridge.registry import register
-
         register()  # prepare_actions looks the model type up in RLinf's registry
         self.num_envs = int(cfg.total_num_envs)
         self._model_type = model_type
@@ -45,8 +45,6 @@ class TaskVecEnv:
     def step_chunk(self, actions: np.ndarray) -> Any:
         """Post-process the actions as RLinf's env worker does, then step every env."""
         from rlinf.envs.action_utils import prepare_actions
-
-        from dexrl.vec_env import ChunkStep
 
         prepared = prepare_actions(raw_chunk_actions=actions, env_type="libero",
                                    model_type=self._model_type, num_action_chunks=self._chunk,

@@ -17,9 +17,10 @@ import traceback
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 
-from dexrl.bridge.registry import EXT_MODULE
+from dexrl.bridge.registry import EXT_MODULE, registered_model_types
 from dexrl.cluster import live_nodes
 from dexrl.errors import DexrlError
+from dexrl.versions import installed_versions
 
 EXT_MODULE_VAR = "RLINF_EXT_MODULE"
 
@@ -86,8 +87,6 @@ def _exception_of(record: logging.LogRecord) -> BaseException | None:
 
 def interpreter_facts() -> tuple[str, tuple[tuple[str, str | None], ...]]:
     """This process's interpreter and the versions of the packages a run depends on."""
-    from dexrl.versions import installed_versions
-
     return sys.executable, tuple(sorted(installed_versions().items()))
 
 
@@ -126,8 +125,6 @@ def load_and_resolve(model_types: Sequence[str]) -> RoundTrip:
     """
     import ray
     from rlinf.scheduler.cluster.utils import load_user_extension_module
-
-    from dexrl.bridge.registry import registered_model_types
 
     ext_module = os.environ.get(EXT_MODULE_VAR, "")
     node = ray.util.get_node_ip_address() if ray.is_initialized() else ""

@@ -17,6 +17,7 @@ from dexrl.bridge.launch.grad_norm import reduce_grad_norm_over_shards
 from dexrl.bridge.policies.prefix_cache import release_prefix_cache
 from dexrl.config.modes import ASYNC, PIPELINE, SYNC
 from dexrl.reach.env import ENVS
+from dexrl.runs.layout import rlinf_step_dir
 
 cpu_platform.install()
 
@@ -190,8 +191,6 @@ class RunListener(Protocol):
 
 def checkpoint_path(cfg: Any, step: int) -> Path:
     """Where RLinf 0.3.0 saves global step ``step`` (under ``<log_path>/<experiment_name>``)."""
-    from dexrl.runs.layout import rlinf_step_dir
-
     return rlinf_step_dir(cfg.runner.logger.log_path, cfg.runner.logger.experiment_name, step)
 
 

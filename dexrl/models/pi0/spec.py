@@ -7,6 +7,7 @@ from __future__ import annotations
 
 from typing import Any
 
+from dexrl.models.pi0.checks import check_pi0_tensors
 from dexrl.specs import BUILTIN_TASKS, LIBERO_SUITES, ModelSpec, Policy
 
 
@@ -17,8 +18,6 @@ def _extra_keys() -> tuple[str, ...]:
 
 
 def _check_tensors() -> Any:
-    from dexrl.models.pi0.checks import check_pi0_tensors
-
     return check_pi0_tensors
 
 
