@@ -5,6 +5,7 @@ from __future__ import annotations
 import typer
 
 from dexrl.catalog import SUITES, policies
+from dexrl.config.algorithms import ALGO_SUMMARY, ALGOS, NOISE_SUMMARY, NOISES
 from dexrl.console import console, print_json
 from dexrl.plugins import discover
 
@@ -42,7 +43,6 @@ def configs(
     """List the configs: one per suite (LIBERO or built-in task) × policy (built in or plugin)."""
     from rich.table import Table
 
-    from dexrl.config.algorithms import ALGO_SUMMARY, ALGOS, NOISE_SUMMARY, NOISES
     from dexrl.config.modes import MODE_SUMMARY, MODES
 
     records, problems = rows(), discover().problems

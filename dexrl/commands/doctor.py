@@ -10,14 +10,10 @@ from typing import TYPE_CHECKING
 import typer
 
 from dexrl.catalog import get_suite
-from dexrl.checkpoints.sources import locate_checkpoint
 from dexrl.cluster import check_address
 from dexrl.commands import options
-from dexrl.config.compose import suite_of
 from dexrl.config.request import ConfigRequest
-from dexrl.config.validate import compose_and_check
-from dexrl.doctor.context import DEFAULT_SUITE, Budget, Context
-from dexrl.doctor.schedule import areas, run_doctor
+from dexrl.console import console
 from dexrl.errors import DexrlError
 
 if TYPE_CHECKING:
@@ -52,6 +48,10 @@ def build_context(request: ConfigRequest, ckpt: str | None, ray_address: str | N
     Returns:
         The context and the config findings (``None`` without a config).
     """
+    from dexrl.checkpoints.sources import locate_checkpoint
+    from dexrl.config.compose import suite_of
+    from dexrl.config.validate import compose_and_check
+    from dexrl.doctor.context import DEFAULT_SUITE, Budget, Context
 
     ctx = Context(Budget(budget), suite=DEFAULT_SUITE, ray_address=ray_address or None,
                   quick=quick)
@@ -95,8 +95,8 @@ def doctor(
     # Imported here so that `dexrl --help` does not pay for the doctor's modules.
     from rich.console import Console
 
-    from dexrl.console import console
     from dexrl.doctor.report import exit_code, print_table, relevant_env, to_json, to_markdown
+    from dexrl.doctor.schedule import areas, run_doctor
 
     if as_json and markdown:
         raise DexrlError("--json and --markdown are exclusive", "pick one output format",

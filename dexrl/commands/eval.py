@@ -17,7 +17,6 @@ import typer
 from dexrl.bridge.launch.output import Output
 from dexrl.console import console, print_json
 from dexrl.errors import DexrlError, disk_full, disk_full_error, disk_full_folder
-from dexrl.evaluation import report
 from dexrl.evaluation.request import EvalRequest
 from dexrl.runs import durable
 
@@ -225,6 +224,7 @@ def _run(prepared, session, err: Console,  # noqa: ANN001 - Prepared, the sessio
 
 
 def _show_results(results: dict, out_dir: Path, out_console: Console) -> None:
+    from dexrl.evaluation import report
 
     out_console.print(report.results_table(results))
     if results.get("blind_bound"):

@@ -8,11 +8,8 @@ from typing import TYPE_CHECKING, Any
 
 import typer
 
-from dexrl.checkpoints.export import check_export, export_checkpoint, push_to_hub
-from dexrl.checkpoints.sources import resolve_checkpoint
 from dexrl.console import console, print_json
 from dexrl.errors import disk_full, disk_full_error
-from dexrl.evaluation.results import find_results, load_results
 from dexrl.hub.home import check_repo_id
 
 if TYPE_CHECKING:
@@ -64,6 +61,9 @@ def export_command(
                                  f"{SCHEMA}) instead of text."),
 ) -> None:
     """Turn an RLinf training checkpoint into a Dexbotic-layout checkpoint folder."""
+    from dexrl.checkpoints.export import check_export, export_checkpoint, push_to_hub
+    from dexrl.checkpoints.sources import resolve_checkpoint
+    from dexrl.evaluation.results import find_results, load_results
 
     # With --json the text goes nowhere: its facts are in the one document printed at the end.
     say = console(file=io.StringIO()) if as_json else console()

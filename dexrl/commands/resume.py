@@ -11,7 +11,7 @@ import typer
 
 from dexrl.bridge.launch.spec import LaunchOptions
 from dexrl.commands import options
-from dexrl.config.resume_rules import ABSENT, config_diff, diff_lines
+from dexrl.console import console, print_json
 from dexrl.training.session import (
     ResumeRequest,
     prepare_resume,
@@ -64,7 +64,7 @@ def resume(
 
     A run with no complete checkpoint yet starts again from step 0, in its folder.
     """
-    from dexrl.console import console, print_json
+    from dexrl.config.resume_rules import config_diff, diff_lines
 
     options.refuse_json_without_dry_run(as_json, dry_run, progress="a resumed run's progress",
                                         as_data="what would continue")
@@ -106,6 +106,7 @@ def resume(
 def change_records(diff: list[tuple[str, Any, Any]], owned: Iterable[str]) -> list[dict[str, Any]]:
     """The config changes of ``--dry-run --json``, one record per line ``diff_lines`` prints:
     ``old``/``new`` are null for a key one side lacks (``change`` says which)."""
+    from dexrl.config.resume_rules import ABSENT
 
     owned = set(owned)
     return [{"key": key, "old": None if old is ABSENT else old,

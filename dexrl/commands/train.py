@@ -9,11 +9,8 @@ import typer
 
 from dexrl.bridge.launch.spec import LaunchOptions
 from dexrl.commands import options
-from dexrl.config.owned_keys import render_settings
 from dexrl.config.request import ConfigRequest
-from dexrl.config.resume_rules import planned_steps
-from dexrl.training.forecast import device_kind, forecast_record, make_forecast, render_forecast
-from dexrl.training.plan import plan_record, render_plan
+from dexrl.console import console, print_json
 from dexrl.training.session import (
     NewRun,
     TrainRequest,
@@ -97,7 +94,15 @@ def train(
 def show_plan(new: NewRun, *, as_json: bool = False) -> None:
     """Print what a launch would do (``--dry-run``; ``as_json``: as one document); nothing is
     started or written."""
-    from dexrl.console import console, print_json
+    from dexrl.config.owned_keys import render_settings
+    from dexrl.config.resume_rules import planned_steps
+    from dexrl.training.forecast import (
+        device_kind,
+        forecast_record,
+        make_forecast,
+        render_forecast,
+    )
+    from dexrl.training.plan import plan_record, render_plan
 
     result, findings, per_node = new.result, new.findings, new.per_node
     target, settings = new.target, new.settings

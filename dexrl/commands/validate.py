@@ -7,10 +7,7 @@ from typing import TYPE_CHECKING, Any
 import typer
 
 from dexrl.commands import options
-from dexrl.config.compose import compose, resolve_config_name, to_yaml
 from dexrl.config.request import ConfigRequest
-from dexrl.config.schema import explain
-from dexrl.config.validate import compose_and_check
 from dexrl.console import print_json
 from dexrl.errors import DexrlError, one_line
 
@@ -113,6 +110,8 @@ def validate(
     from omegaconf import OmegaConf
     from rich.console import Console
 
+    from dexrl.config.compose import to_yaml
+    from dexrl.config.validate import compose_and_check
 
     if explain and as_json:
         raise DexrlError("--explain prints a description for people and takes no --json",
@@ -151,6 +150,8 @@ def _resolved(convert: Callable[[], Any]) -> Any:
 def show_key(key: str, suite: str | None, model: str | None, config_name: str | None,
              overrides: list[str]) -> None:
     """Print what the value schema says about ``key``, with its value in the composed config."""
+    from dexrl.config.compose import compose, resolve_config_name
+    from dexrl.config.schema import explain
 
     if not (suite or model or config_name):
         suite, model = DEFAULT_EXPLAIN

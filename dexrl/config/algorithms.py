@@ -9,7 +9,6 @@ from __future__ import annotations
 from typing import Any
 
 from dexrl.catalog import SUITES
-from dexrl.config.settings import given, settings_of
 from dexrl.errors import DexrlError
 
 ALGOS = ("ppo", "grpo")
@@ -66,17 +65,23 @@ def algorithm_of(cfg: Any) -> str:
     """``grpo`` for a group-relative advantage (RLinf's ``grpo``, ``grpo_dynamic``), else
     ``ppo`` (GAE and the others RLinf registers train with the PPO loss too); ``cfg``: a config
     or its :class:`~dexrl.config.settings.Settings`."""
+    from dexrl.config.settings import given, settings_of  # omegaconf: not for --help
+
     adv = str(given(settings_of(cfg).algorithm.adv_type, "gae"))
     return "grpo" if adv.startswith("grpo") else "ppo"
 
 
 def is_grouped(cfg: Any) -> bool:
     """Whether the advantage compares the episodes of a group (RLinf asserts group_size > 1)."""
+    from dexrl.config.settings import given, settings_of  # omegaconf: not for --help
+
     return str(given(settings_of(cfg).algorithm.adv_type, "gae")) in _GROUPED
 
 
 def algorithm_text(cfg: Any) -> str:
     """The algorithm and the exploration noise in words (``train --dry-run``)."""
+    from dexrl.config.settings import given, settings_of  # omegaconf: not for --help
+
     s = settings_of(cfg)
     algorithm, model = s.algorithm, s.actor.model
     adv = given(algorithm.adv_type, "gae")

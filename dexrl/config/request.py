@@ -9,7 +9,6 @@ from pathlib import Path
 
 from dexrl.catalog import smoke_overlay
 from dexrl.config.algorithms import algo_overrides
-from dexrl.config.modes import mode_overrides
 
 
 def ckpt_overrides(path: Path) -> list[str]:
@@ -45,6 +44,8 @@ class ConfigRequest:
         Raises:
             DexrlError: an unknown ``--mode``, ``--algo`` or ``--noise``.
         """
+        from dexrl.config.modes import mode_overrides  # omegaconf: not for the verbs' --help
+
         overlay = smoke_overlay(self.suite, self.config_name) if self.smoke else None
         return [*([f"+smoke={overlay}"] if overlay else []),
                 *(ckpt_overrides(self.ckpt_path) if self.ckpt_path else []),

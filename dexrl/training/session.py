@@ -17,30 +17,17 @@ from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from dexrl.bridge.launch import driver as bridge
 from dexrl.bridge.launch.spec import LaunchOptions, LaunchSpec
 from dexrl.catalog import get_policy, load_reference
 from dexrl.checkpoints.files.steps import last_complete, resume_point, skipped
-from dexrl.checkpoints.sources import locate_checkpoint
 from dexrl.checkpoints.verify import check_checkpoint_dir
 from dexrl.cluster import check_address
-from dexrl.config.checks import Facts, run_config_checks
-from dexrl.config.compose import suite_of
-from dexrl.config.overrides import RUN, apply_overrides, parse_overrides
-from dexrl.config.owned_keys import refuse_owned_overrides, set_run_folder
 from dexrl.config.request import ConfigRequest
-from dexrl.config.resume_rules import check_steps_left, planned_steps, refuse_unsafe_changes
-from dexrl.config.run_paths import MODEL_PATH_KEYS, open_run, point_at_checkpoint
-from dexrl.config.settings import Settings
-from dexrl.config.validate import check_composed, compose_request
 from dexrl.errors import DexrlError, Finding, errors
 from dexrl.hub.manifest import checkpoint_provenance
 from dexrl.runs import durable
 from dexrl.runs.layout import SMOKE_CHECKPOINT, check_new_run_dir, checkpoints_dir, default_run_dir
-from dexrl.runs.record import resolved, save_config, write_run_files
 from dexrl.runs.state import STATE_FILE, previous_run, read, story
-from dexrl.training.forecast import device_kind, make_forecast
-from dexrl.training.plan import make_plan, size_text
 
 if TYPE_CHECKING:
     from omegaconf import DictConfig
@@ -133,6 +120,7 @@ def write_smoke_checkpoint(run_dir: Path, model_type: str) -> Path | None:
 def run(spec: LaunchSpec) -> int:
     """Launch through the bridge (one call: it registers the policies, records the run's state
     and supervises RLinf) and print progress; shared by ``train`` and ``resume``."""
+    from dexrl.bridge.launch import driver as bridge
     from dexrl.training.progress import ProgressPrinter
 
     printer = ProgressPrinter(run_dir=spec.run_dir, forecast=_forecast_of(spec))
@@ -167,6 +155,7 @@ def with_plan_facts(exc: DexrlError, spec: LaunchSpec) -> DexrlError:
     plan = _plan_of(spec)
     if plan is None:
         return exc
+    from dexrl.training.plan import size_text
 
     if exc.code == "disk-full":
         fact = (f"each checkpoint needs about {size_text(plan.checkpoint_gb)} in "
@@ -188,6 +177,7 @@ def with_plan_facts(exc: DexrlError, spec: LaunchSpec) -> DexrlError:
 def _forecast_of(spec: LaunchSpec) -> Forecast | None:
     """The run's forecast from where it starts (:mod:`dexrl.training.forecast`), None when
     there is none for it."""
+    from dexrl.training.forecast import device_kind, make_forecast
 
     plan = _plan_of(spec)
     if plan is None:
@@ -199,7 +189,9 @@ def _forecast_of(spec: LaunchSpec) -> Forecast | None:
 
 def _plan_of(spec: LaunchSpec) -> Plan | None:
     """The run's plan, None when it cannot be made (what it needs is gone)."""
-
+    from dexrl.config.checks import Facts
+    from dexrl.config.settings import Settings
+    from dexrl.training.plan import make_plan
 
     suite = Settings.read(spec.cfg).env.train.task_suite_name
     try:
@@ -232,7 +224,11 @@ def prepare(request: TrainRequest) -> NewRun:
     The config is complete when checked: its run-folder fields set and, for ``--smoke``, its
     model path at the tiny checkpoint :func:`start` writes.
     """
-
+    from dexrl.checkpoints.sources import locate_checkpoint
+    from dexrl.config.compose import suite_of
+    from dexrl.config.owned_keys import set_run_folder
+    from dexrl.config.run_paths import point_at_checkpoint
+    from dexrl.config.validate import check_composed, compose_request
 
     asked = request.config
     suite, model, smoke = asked.suite, asked.model, asked.smoke
@@ -269,7 +265,9 @@ def prepare(request: TrainRequest) -> NewRun:
 def start(new: NewRun) -> LaunchSpec:
     """Refuse what cannot launch, then write the run folder (``--smoke``'s tiny checkpoint
     included); the config is the one :func:`prepare` checked, resolved."""
-
+    from dexrl.config.resume_rules import planned_steps
+    from dexrl.config.settings import Settings
+    from dexrl.runs.record import resolved, write_run_files
 
     ray_address = new.request.launch.ray_address
     refuse_on_errors(new.result.name, new.findings)
@@ -305,6 +303,8 @@ def start(new: NewRun) -> LaunchSpec:
 def launch_plan(new: NewRun) -> Plan:
     """What the launch would do (``--dry-run``), sized by the checkpoint the run would train:
     ``--smoke``'s tiny one goes to a temporary folder, since a dry run writes no run folder."""
+    from dexrl.config.checks import Facts
+    from dexrl.training.plan import make_plan
 
     facts = Facts(new.suite, new.per_node, cpu_only=new.smoke)
     if not new.smoke:
@@ -316,6 +316,7 @@ def launch_plan(new: NewRun) -> Plan:
 
 def _is_smoke_path_warning(finding: Finding) -> bool:
     """--smoke writes its own checkpoint, so a missing default path is expected."""
+    from dexrl.config.run_paths import MODEL_PATH_KEYS
     return finding.where == MODEL_PATH_KEYS[0] and finding.level == "warning"
 
 
@@ -349,6 +350,12 @@ def prepare_resume(request: ResumeRequest) -> Resumption:
     """
     from omegaconf import OmegaConf
 
+    from dexrl.config.checks import Facts, run_config_checks
+    from dexrl.config.overrides import RUN, apply_overrides, parse_overrides
+    from dexrl.config.owned_keys import refuse_owned_overrides, set_run_folder
+    from dexrl.config.resume_rules import check_steps_left, refuse_unsafe_changes
+    from dexrl.config.run_paths import open_run
+    from dexrl.config.settings import Settings
 
     overrides = list(request.overrides)
     refuse_owned_overrides(overrides, "a resumed run stays in its folder and --step N picks "
@@ -379,6 +386,7 @@ def prepare_resume(request: ResumeRequest) -> Resumption:
 def start_resume(resumption: Resumption) -> LaunchSpec:
     """Refuse a second live driver, then save the new config, resolved (without a checkpoint,
     the launch starts again from step 0)."""
+    from dexrl.runs.record import resolved, save_config
 
     options = resumption.request.launch
     check_ray_address(options.ray_address)
