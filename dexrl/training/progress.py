@@ -9,7 +9,8 @@ from typing import TYPE_CHECKING, Any
 
 from rich.console import Console
 
-from dexrl.curves import plot_runs, time_split
+from dexrl import curves
+from dexrl.curves import time_split
 from dexrl.errors import DexrlError, disk_full
 from dexrl.runs.divergence import step_health
 from dexrl.training.forecast import duration
@@ -129,7 +130,7 @@ class ProgressPrinter:
             return
 
         try:
-            path = plot_runs([self.run_dir])
+            path = curves.plot_runs([self.run_dir])
         except (DexrlError, OSError, ValueError) as exc:
             if disk_full(exc):
                 raise

@@ -18,6 +18,8 @@ import ast
 import re
 from pathlib import Path
 
+from helpers.source_imports import imported_names, module_name
+
 REPO = Path(__file__).resolve().parents[2]
 PACKAGE = REPO / "dexrl"
 TESTS = REPO / "tests"
@@ -35,11 +37,6 @@ HEAVY = frozenset({"torch", "rlinf", "ray", "transformers", "libero", "robosuite
                    "omegaconf", "hydra", "rich", "pydantic"})
 # Folders of tests/ that do not mirror a module of dexrl/.
 NOT_MIRRORED = ("scenarios", "repository", "helpers", "fixtures")
-
-
-def _module_name(path: Path, root: Path = PACKAGE) -> str:
-    parts = path.relative_to(root.parent).with_suffix("").parts
-    return ".".join(parts[:-1] if parts[-1] == "__init__" else parts)
 
 
 # What a user reads (an error's message, location and fix) may name keys; code may not read by them.
@@ -125,17 +122,9 @@ def _type_checking(stmt: ast.stmt) -> bool:
 def _top_imports(tree: ast.Module) -> set[str]:
     """Names imported at module level (inside ``if``/``try`` at the top too, but not under
     ``if TYPE_CHECKING:``)."""
-    names: set[str] = set()
-    for stmt in tree.body:
-        if _type_checking(stmt):
-            continue
-        for node in ast.walk(stmt) if isinstance(stmt, (ast.If, ast.Try)) else [stmt]:
-            if isinstance(node, ast.Import):
-                names.update(alias.name for alias in node.names)
-            elif isinstance(node, ast.ImportFrom) and node.level == 0 and node.module:
-                names.add(node.module)
-                names.update(f"{node.module}.{alias.name}" for alias in node.names)
-    return names
+    return imported_names(node for stmt in tree.body if not _type_checking(stmt)
+                          for node in (ast.walk(stmt) if isinstance(stmt, (ast.If, ast.Try))
+                                       else [stmt]))
 
 
 def _inner_imports(tree: ast.Module) -> list[tuple[int, str]]:
@@ -198,7 +187,7 @@ def needless_inner_imports(trees: dict[str, ast.Module]) -> list[str]:
 
 
 def _package_trees() -> dict[str, ast.Module]:
-    return {_module_name(p): _parse(p) for p in PACKAGE.rglob("*.py")
+    return {module_name(p, PACKAGE): _parse(p) for p in PACKAGE.rglob("*.py")
             if "__pycache__" not in p.parts}
 
 

@@ -10,24 +10,18 @@ from __future__ import annotations
 import ast
 from pathlib import Path
 
+from helpers.source_imports import imported_names, module_name
+
 ROOT = Path(__file__).resolve().parents[2] / "dexrl"
 
 
 def _module(path: Path) -> str:
-    parts = path.relative_to(ROOT.parent).with_suffix("").parts
-    return ".".join(parts[:-1] if parts[-1] == "__init__" else parts)
+    return module_name(path, ROOT)
 
 
 def _imports(path: Path) -> set[str]:
     """Absolute names a file imports (``from a import b`` counts as ``a`` and ``a.b``)."""
-    found: set[str] = set()
-    for node in ast.walk(ast.parse(path.read_text(), str(path))):
-        if isinstance(node, ast.Import):
-            found.update(alias.name for alias in node.names)
-        elif isinstance(node, ast.ImportFrom) and node.level == 0 and node.module:
-            found.add(node.module)
-            found.update(f"{node.module}.{alias.name}" for alias in node.names)
-    return found
+    return imported_names(ast.walk(ast.parse(path.read_text(), str(path))))
 
 
 IMPORTS = {_module(p): _imports(p) for p in ROOT.rglob("*.py") if "__pycache__" not in p.parts}
