@@ -180,7 +180,6 @@ def download(
 
 
 def _assets(revision: str | None, local_dir: Path | None, force: bool, out: Console) -> None:
-
     placed = fetch_hub_assets(revision=revision, local_dir=local_dir, force=force)
     if placed.snapshot is None:
         out.print(f"LIBERO assets are already in place: {placed.target} -> {placed.source} "

@@ -68,7 +68,6 @@ def export_command(
     # With --json the text goes nowhere: its facts are in the one document printed at the end.
     say = console(file=io.StringIO()) if as_json else console()
     if repo_id:
-
         check_repo_id(repo_id)  # before minutes of writing
     source = resolve_checkpoint(checkpoint, base)
     if source.form == "rlinf":
@@ -84,7 +83,6 @@ def export_command(
                                  keep_noise_head=keep_noise_head, overwrite=overwrite,
                                  results=(card, load_results(card)) if card is not None else None)
     except OSError as exc:
-
         if not disk_full(exc):
             raise
         # The export is built beside --out and published whole: a failed one leaves nothing.

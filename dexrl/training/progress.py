@@ -79,7 +79,6 @@ class ProgressPrinter:
             self._last = event.elapsed_s
             expected = ""
             if self.forecast is not None:
-
                 left = (self.forecast.first_extra_s + self.forecast.saves_s
                         + (event.total - event.step) * self.forecast.step_s)
                 expected = (f" (forecast: ≈{duration(self.forecast.step_s)} a step, "

@@ -84,7 +84,6 @@ def refuse_on_errors(name: str, findings: list[Finding]) -> None:
 def check_ray_address(ray_address: str | None) -> None:
     """Fail fast, before anything is written, on a Ray address that does not answer."""
     if ray_address and ray_address != "local":
-
         check_address(ray_address)
 
 

@@ -306,7 +306,6 @@ def _validate(cfg: DictConfig) -> DictConfig:
 
 
 def _check_workers_register(cfg: DictConfig, ext_module: str, env: Mapping[str, str]) -> None:
-
     types = sorted({str(cfg.actor.model.model_type)})
     failure = first_failure(check_registration(types, ext_module, env=env))
     if failure is not None:
