@@ -109,7 +109,7 @@ def show_plan(new: NewRun, *, as_json: bool = False) -> None:
     refuse_on_errors(result.name, findings)
     plan = launch_plan(new)
     device, read_here = device_kind(new.smoke)
-    forecast = make_forecast(result.cfg, plan, device)
+    forecast = make_forecast(result.settings or result.cfg, plan, device)
     command = [a for a in sys.argv if a not in ("--dry-run", "--json")]
     if as_json:
         print_json(PLAN_SCHEMA, config_name=result.name, gpus_per_node=per_node,

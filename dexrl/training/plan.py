@@ -145,7 +145,7 @@ def make_plan(cfg: DictConfig, facts: Facts, ckpt_dir: Path | None = None,
     train, model, dexbotic = s.env.train, s.actor.model, s.actor.model.dexbotic
     plan = Plan(placement=placement(s, facts.gpus_per_node))
     plan.global_steps, plan.steps_from = planned_steps(cfg), steps_source(cfg)
-    plan.mode, plan.mode_text = run_mode(cfg), describe(cfg)
+    plan.mode, plan.mode_text = run_mode(s), describe(s)
     plan.algorithm, plan.algorithm_text = algorithm_of(s), algorithm_text(s)
     envs = int(train.total_num_envs)  # type: ignore[arg-type]  # validated: set
     epochs = int(given(train.rollout_epoch, 1))

@@ -182,19 +182,19 @@ def _forecast_of(spec: LaunchSpec) -> Forecast | None:
     if plan is None:
         return None
     start = spec.resume_from.step if spec.resume_from is not None else 0
-    forecast = make_forecast(spec.cfg, plan, device_kind(spec.smoke)[0], from_step=start)
+    forecast = make_forecast(spec.settings, plan, device_kind(spec.smoke)[0], from_step=start)
     return None if isinstance(forecast, str) else forecast
 
 
 def _plan_of(spec: LaunchSpec) -> Plan | None:
     """The run's plan, None when it cannot be made (what it needs is gone)."""
     from dexrl.config.checks import Facts
-    from dexrl.config.settings import Settings
     from dexrl.training.plan import make_plan
 
-    suite = Settings.read(spec.cfg).env.train.task_suite_name
+    suite = spec.settings.env.train.task_suite_name
     try:
-        return make_plan(spec.cfg, Facts(suite, spec.gpus_per_node, cpu_only=spec.smoke))
+        return make_plan(spec.cfg, Facts(suite, spec.gpus_per_node, cpu_only=spec.smoke),
+                         settings=spec.settings)
     except Exception:  # a fact to add to an error, never a second failure
         return None
 
@@ -265,7 +265,6 @@ def start(new: NewRun) -> LaunchSpec:
     """Refuse what cannot launch, then write the run folder (``--smoke``'s tiny checkpoint
     included); the config is the one :func:`prepare` checked, resolved."""
     from dexrl.config.resume_rules import planned_steps
-    from dexrl.config.settings import Settings
     from dexrl.runs.record import resolved, write_run_files
 
     ray_address = new.request.launch.ray_address
@@ -292,11 +291,12 @@ def start(new: NewRun) -> LaunchSpec:
         if path is not None:  # the config points there already; the files must hold up too
             refuse_on_errors(new.result.name, check_checkpoint_dir(path, model_type))
     cfg = resolved(cfg)
-    provenance = checkpoint_provenance(Settings.read(cfg).actor.model.model_path)
+    spec = LaunchSpec(cfg, new.target, new.smoke, None, planned_steps(cfg), new.request.launch,
+                      gpus_per_node=new.per_node)
+    provenance = checkpoint_provenance(spec.settings.actor.model.model_path)
     write_run_files(new.target, cfg, sys.argv,
                     {"checkpoint": provenance, "smoke": new.smoke, "suite": new.suite})
-    return LaunchSpec(cfg, new.target, new.smoke, None, planned_steps(cfg), new.request.launch,
-                      gpus_per_node=new.per_node)
+    return spec
 
 
 def launch_plan(new: NewRun) -> Plan:
@@ -307,10 +307,10 @@ def launch_plan(new: NewRun) -> Plan:
 
     facts = Facts(new.suite, new.per_node, cpu_only=new.smoke)
     if not new.smoke:
-        return make_plan(new.result.cfg, facts)
+        return make_plan(new.result.cfg, facts, settings=new.result.settings)
     with tempfile.TemporaryDirectory(prefix="dexrl-dry-run-") as tmp:
         ckpt = write_smoke_checkpoint(Path(tmp), str(new.result.cfg.actor.model.model_type))
-        return make_plan(new.result.cfg, facts, ckpt_dir=ckpt)
+        return make_plan(new.result.cfg, facts, ckpt_dir=ckpt, settings=new.result.settings)
 
 
 def _is_smoke_path_warning(finding: Finding) -> bool:
@@ -367,11 +367,12 @@ def prepare_resume(request: ResumeRequest) -> Resumption:
     apply_overrides(new, parse_overrides(overrides, RUN), RUN)
     refuse_unsafe_changes(old, new, request.allow_changes)
     settings = set_run_folder(new, opened.dir, checkpoint.path if checkpoint else None)
-    suite = opened.manifest.get("suite") or Settings.read(new).env.train.task_suite_name
+    s = Settings.read(new)
+    suite = opened.manifest.get("suite") or s.env.train.task_suite_name
     smoke = bool(opened.manifest.get("smoke"))
     per_node = gpus_per_node(smoke, 0 if smoke else gpu_count())
     refuse_on_errors(str(opened.dir), run_config_checks(new, Facts(suite, per_node,
-                                                                   cpu_only=smoke)))
+                                                                   cpu_only=smoke), s))
     total = check_steps_left(new, checkpoint.step if checkpoint else 0, request.run_dir)
     notes = [line[0].upper() + line[1:] + "." for line in story(opened.dir)]
     notes += skipped(opened.dir, checkpoint, restart=checkpoint is None)

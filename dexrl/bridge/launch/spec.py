@@ -5,6 +5,7 @@ supervisor, instead of a dozen parameters handed down layer by layer."""
 from __future__ import annotations
 
 from dataclasses import dataclass, field
+from functools import cached_property
 from pathlib import Path
 from typing import TYPE_CHECKING
 
@@ -16,6 +17,7 @@ if TYPE_CHECKING:  # the verbs import this module for --help, which stays light
     from omegaconf import DictConfig
 
     from dexrl.checkpoints.files.steps import Checkpoint
+    from dexrl.config.settings import Settings
 
 
 def start_step(resume_from: Checkpoint | None) -> int:
@@ -54,6 +56,13 @@ class LaunchSpec:
     gpus_per_node: int = 1  # what the config was checked and planned for (its plan's figures)
     node_wait_s: float = 300.0  # for cluster.num_nodes Ray nodes to join
     ext_module: str = EXT_MODULE  # the RLinf extension module (tests pass their own)
+
+    @cached_property
+    def settings(self) -> Settings:
+        """The typed settings of ``cfg``, read once for the launch and what it reports."""
+        from dexrl.config.settings import Settings  # omegaconf: the verbs' --help stays light
+
+        return Settings.read(self.cfg)
 
     @property
     def start_step(self) -> int:
