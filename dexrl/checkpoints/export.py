@@ -14,7 +14,7 @@ from pathlib import Path
 from typing import Any
 
 import torch
-from safetensors import safe_open
+from safetensors import SafetensorError, safe_open
 from safetensors.torch import save_file
 
 from dexrl import __version__
@@ -145,8 +145,6 @@ def export_checkpoint(source: CheckpointSource, out: Path, *, keep_value_head: b
 def _save_file(tensors: dict[str, torch.Tensor], path: Path) -> None:
     """safetensors' ``save_file``, its I/O errors as OSError: it reports a full disk as a
     SafetensorError carrying Rust's "(os error 28)"."""
-    from safetensors import SafetensorError
-
     try:
         save_file(tensors, str(path), metadata={"format": "pt"})
     except SafetensorError as exc:

@@ -26,11 +26,7 @@ from dexrl.errors import Finding
 from dexrl.plugins import discover
 from dexrl.reach.rules import SECTION, check_env
 
-# Actions DM0 executes per chunk according to RLinf's Dexbotic docs and its model/dexbotic_dm0.yaml
-# (the model's trajectory length); RLinf's DM0 PPO configs, and dexrl's, set 5.
 COMPONENTS = ("actor", "rollout", "env")
-# Actor settings that the rollout (and the Dexbotic section) read again under other keys: a set
-# copy must equal the actor's value.
 
 
 @dataclass(frozen=True)
@@ -359,14 +355,15 @@ def run_config_checks(cfg: DictConfig, facts: Facts,
     values = check_values(cfg)
     bad = {f.where for f in values if f.level == "error"}
     s = settings or Settings.read(cfg)
+    mode = run_mode(s)
     sizes, findings = placement_world_sizes(s, facts)
     findings += check_env_arithmetic(s, sizes)
     findings += check_batch_arithmetic(s, sizes)
-    findings += check_rollout_split(s, sizes, run_mode(s))
+    findings += check_rollout_split(s, sizes, mode)
     findings += check_mode(s, sizes, facts)
     findings += check_pipeline(s)
     findings += check_algorithm(s)
-    findings += check_grpo(s, sizes, run_mode(s))
+    findings += check_grpo(s, sizes, mode)
     findings += check_reward_filter(s)
     findings += check_noise(s)
     findings += check_runner(s)

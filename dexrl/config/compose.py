@@ -10,6 +10,7 @@ from importlib import resources
 from pathlib import Path
 
 from omegaconf import DictConfig, OmegaConf, open_dict
+from omegaconf.errors import OmegaConfBaseException
 
 from dexrl.catalog import SUITES, config_name, did_you_mean, policies
 from dexrl.config.dotted import flatten
@@ -98,7 +99,6 @@ def compose(name: str, overrides: list[str] | None = None) -> DictConfig:
     from hydra import compose as hydra_compose
     from hydra import initialize_config_dir
     from hydra.errors import HydraException
-    from omegaconf.errors import OmegaConfBaseException
 
     overrides = list(overrides or [])
     parse_overrides(overrides, TRAINING)  # names a malformed item before Hydra sees them all

@@ -10,6 +10,8 @@ from omegaconf import DictConfig
 from dexrl.config.settings import given, settings_of
 from dexrl.errors import Finding
 
+# Actions DM0 executes per chunk according to RLinf's Dexbotic docs and its model/dexbotic_dm0.yaml
+# (the model's trajectory length); RLinf's DM0 PPO configs, and dexrl's, set 5.
 DM0_DOCUMENTED_CHUNKS = 10
 
 

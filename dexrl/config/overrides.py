@@ -23,7 +23,7 @@ from contextlib import nullcontext
 from dataclasses import dataclass
 from typing import Literal
 
-from omegaconf import DictConfig, open_dict
+from omegaconf import DictConfig, OmegaConf, open_dict
 
 from dexrl.errors import DexrlError, one_line
 
@@ -120,8 +120,6 @@ def apply_overrides(cfg: DictConfig, overrides: Sequence[Override], target: Targ
         DexrlError: ``override-unknown-key`` (run config); ``eval-env-override-invalid`` (env
             config: an unknown key or a value that does not apply).
     """
-    from omegaconf import OmegaConf
-
     for override in overrides:
         if target != ENV and not override.adds and OmegaConf.select(
                 cfg, override.key, default=_ABSENT) is _ABSENT:

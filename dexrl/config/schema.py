@@ -14,6 +14,9 @@ import re
 from dataclasses import dataclass
 from typing import Any
 
+from omegaconf import OmegaConf
+from omegaconf.errors import OmegaConfBaseException
+
 from dexrl.config.dotted import flatten
 from dexrl.config.settings import Settings, is_type, schema_entries
 from dexrl.errors import DexrlError, Finding
@@ -180,9 +183,6 @@ def check_values(cfg: Any) -> list[Finding]:
     A key whose value is an interpolation (``${actor.model.precision}``) is checked where the
     value is written, so one bad value is one error.
     """
-    from omegaconf import OmegaConf
-    from omegaconf.errors import OmegaConfBaseException
-
     findings = []
     try:
         OmegaConf.to_container(cfg, resolve=True)
@@ -214,8 +214,6 @@ def explain(key: str, cfg: Any, config_name: str) -> list[str]:
     Raises:
         DexrlError: the schema does not describe the key; the hint names the closest keys.
     """
-    from omegaconf import OmegaConf
-
     spec = spec_for(key)
     present = flatten(OmegaConf.to_container(cfg, resolve=False))
     if spec is None:
