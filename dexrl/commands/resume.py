@@ -82,14 +82,14 @@ def resume(
                                                                    "path": checkpoint.path},
                        restart=checkpoint is None, from_step=resumption.from_step,
                        to_step=resumption.total, notes=resumption.notes,
-                       config_changes=change_records(diff, resumption.settings))
+                       config_changes=change_records(diff, resumption.owned))
             return
         what = (f"Would resume {resumption.dir} from {checkpoint.path.name}: {steps}."
                 if checkpoint is not None else
                 f"Would start {resumption.dir} again from step 0: {steps}; it has no complete "
                 "checkpoint yet.")
         out.print(f"{what} Nothing was started or written.", markup=False)
-        changes = diff_lines(diff, resumption.settings)
+        changes = diff_lines(diff, resumption.owned)
         header = "Config changes:" if changes else "Config changes: none"
         for line in [*resumption.notes, header, *(f"  {d}" for d in changes)]:
             out.print(line, markup=False)

@@ -105,7 +105,7 @@ def show_plan(new: NewRun, *, as_json: bool = False) -> None:
     from dexrl.training.plan import plan_record, render_plan
 
     result, findings, per_node = new.result, new.findings, new.per_node
-    target, settings = new.target, new.settings
+    target, owned = new.target, new.owned
     refuse_on_errors(result.name, findings)
     plan = launch_plan(new)
     device, read_here = device_kind(new.smoke)
@@ -117,7 +117,7 @@ def show_plan(new: NewRun, *, as_json: bool = False) -> None:
                    plan=plan_record(plan, per_node),
                    forecast=forecast_record(forecast, device, read_here),
                    findings=[f.document() for f in findings], run_dir=target,
-                   run_folder_settings=settings, launch_command=command)
+                   run_folder_settings=owned, launch_command=command)
         return
     out = console()
     out.print(f"Plan for {result.name} ({per_node} GPU(s) per node assumed):", markup=False)
@@ -127,7 +127,7 @@ def show_plan(new: NewRun, *, as_json: bool = False) -> None:
         out.print(f"warning: {f.render()}", markup=False)
     out.print(f"Run directory: {target}", markup=False)
     out.print("Run-folder settings (dexrl sets these, in config.yaml too):", markup=False)
-    for line in render_settings(settings):
+    for line in render_settings(owned):
         out.print(f"  {line}", markup=False)
     out.print(f"Launch command: {' '.join(command)}", markup=False)
 

@@ -210,7 +210,7 @@ class NewRun:
     per_node: int
     gpus: int
     target: Path
-    settings: dict[str, object]  # the run-folder fields dexrl sets
+    owned: dict[str, object]  # the run-folder fields dexrl sets (config.owned_keys)
 
     @property
     def smoke(self) -> bool:
@@ -252,13 +252,13 @@ def prepare(request: TrainRequest) -> NewRun:
     target = (Path(request.run_dir) if request.run_dir
               else default_run_dir(suite_name, label, request.name))
     target = Path(os.path.abspath(target.expanduser()))
-    settings = set_run_folder(cfg, target)
+    owned = set_run_folder(cfg, target)
     tiny = smoke_checkpoint_path(target, model_type) if smoke else None
     if tiny is not None:  # both model paths: the rollout's follows the actor's
         point_at_checkpoint(cfg, tiny)
     result = check_composed(composed, suite, per_node, cpu_only=smoke)
     findings = [f for f in result.findings if not (smoke and _is_smoke_path_warning(f))]
-    return NewRun(request, result, findings, suite_name, per_node, gpus, target, settings)
+    return NewRun(request, result, findings, suite_name, per_node, gpus, target, owned)
 
 
 def start(new: NewRun) -> LaunchSpec:
@@ -316,6 +316,7 @@ def launch_plan(new: NewRun) -> Plan:
 def _is_smoke_path_warning(finding: Finding) -> bool:
     """--smoke writes its own checkpoint, so a missing default path is expected."""
     from dexrl.config.run_paths import MODEL_PATH_KEYS
+
     return finding.where == MODEL_PATH_KEYS[0] and finding.level == "warning"
 
 
@@ -329,7 +330,7 @@ class Resumption:
     checkpoint: Checkpoint | None  # None: no complete checkpoint yet, the run starts again at 0
     old: DictConfig  # the saved config, paths re-anchored
     new: DictConfig  # with the overrides and the run-folder fields
-    settings: dict[str, object]  # the run-folder fields dexrl sets
+    owned: dict[str, object]  # the run-folder fields dexrl sets (config.owned_keys)
     total: int  # the step the run stops at
     smoke: bool
     per_node: int  # GPUs per node the config was checked for
@@ -366,7 +367,7 @@ def prepare_resume(request: ResumeRequest) -> Resumption:
     OmegaConf.set_struct(new, True)
     apply_overrides(new, parse_overrides(overrides, RUN), RUN)
     refuse_unsafe_changes(old, new, request.allow_changes)
-    settings = set_run_folder(new, opened.dir, checkpoint.path if checkpoint else None)
+    owned = set_run_folder(new, opened.dir, checkpoint.path if checkpoint else None)
     s = Settings.read(new)
     suite = opened.manifest.get("suite") or s.env.train.task_suite_name
     smoke = bool(opened.manifest.get("smoke"))
@@ -379,7 +380,7 @@ def prepare_resume(request: ResumeRequest) -> Resumption:
     if opened.moved_from is not None:
         notes.append(f"note: the run folder was at {opened.moved_from}; its paths now point "
                      f"into {opened.dir}")
-    return Resumption(request, opened.dir, checkpoint, old, new, settings, total, smoke, per_node,
+    return Resumption(request, opened.dir, checkpoint, old, new, owned, total, smoke, per_node,
                       notes)
 
 

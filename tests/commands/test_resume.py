@@ -73,7 +73,7 @@ def test_prepare_resume_starts_again_from_step_0_with_the_saved_config(
     resumption = prepare_resume(ResumeRequest(bare, overrides=("runner.max_steps=2",)))
     assert resumption.checkpoint is None and resumption.from_step == 0
     assert resumption.total == 2 and resumption.dir == bare
-    assert resumption.settings["runner.resume_dir"] is None
+    assert resumption.owned["runner.resume_dir"] is None
     assert resumption.new.runner.resume_dir is None
     assert resumption.new.actor.model.model_path == str(bare / "smoke-checkpoint")
     # the copy is a moved folder; no checkpoint, so no note on one
