@@ -332,15 +332,19 @@ def check_rollout_speed(s: Settings, facts: Facts) -> list[Finding]:
     return findings
 
 
+def check_task_env(env: DictConfig, where: str = "") -> list[Finding]:
+    """The cued reach task's settings in one env config (its section and ``init_params``), at
+    keys under ``where`` (``env.train``; empty for an env config alone, as eval builds one)."""
+    return check_env(*(OmegaConf.to_container(env.get(key) or {}, resolve=True)
+                       for key in (SECTION, "init_params")), where)
+
+
 def check_tasks(cfg: DictConfig, s: Settings) -> list[Finding]:
     """The settings of dexrl's cued reach task, in each env config that runs it."""
     findings: list[Finding] = []
     for split in ("train", "eval"):
-        if getattr(s.env, split).dexrl_env != SECTION:
-            continue
-        env = cfg.env[split]
-        findings += check_env(*(OmegaConf.to_container(env.get(key) or {}, resolve=True)
-                                for key in (SECTION, "init_params")), f"env.{split}")
+        if getattr(s.env, split).dexrl_env == SECTION:
+            findings += check_task_env(cfg.env[split], f"env.{split}")
     return findings
 
 

@@ -9,9 +9,9 @@ from collections.abc import Callable, Sequence
 from typing import Any
 
 import numpy as np
-from omegaconf import OmegaConf
 
 from dexrl.bridge.registry import register
+from dexrl.config.checks import check_task_env
 from dexrl.errors import DexrlError, errors
 from dexrl.reach import rules
 from dexrl.vec_env import ChunkStep
@@ -88,8 +88,7 @@ def check_task(env_cfg: Any, suite: str) -> None:
     """Raise the first problem of a built-in task's settings (after the eval's overrides)."""
     if suite != rules.SECTION:
         return
-    found = errors(rules.check_env(*(OmegaConf.to_container(env_cfg.get(key) or {}, resolve=True)
-                                     for key in (rules.SECTION, "init_params"))))
+    found = errors(check_task_env(env_cfg))
     if found:
         raise DexrlError(found[0].message, found[0].hint, where=found[0].where,
                          code="eval-task-invalid")
