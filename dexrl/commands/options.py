@@ -11,6 +11,7 @@ from typing import Any
 
 import typer
 
+from dexrl.bridge.launch.spec import LaunchOptions
 from dexrl.config.algorithms import ALGO_HELP, NOISE_HELP
 from dexrl.errors import DexrlError
 
@@ -74,7 +75,7 @@ def verbose() -> Any:
 
 def stall_timeout() -> Any:
     """``--stall-timeout`` (train, resume)."""
-    return typer.Option(1800.0, "--stall-timeout", min=1,
+    return typer.Option(LaunchOptions.stall_timeout, "--stall-timeout", min=1,
                         help="Seconds without progress before giving up.")
 
 
