@@ -103,7 +103,7 @@ def measure(env, policy, plan, loop, run_episodes, timings_class,  # noqa: ANN00
             batch = plan[start:start + env.num_envs]
             env.reset(list(range(len(batch))), batch)
             for _ in range(chunks):
-                env.step_chunk(zeros)
+                env.step_chunk(zeros, list(range(len(batch))))
         return time.perf_counter() - t0
 
     def eval_loop() -> tuple:

@@ -27,14 +27,18 @@ class Episode:
         trial_id: Index of LIBERO's fixed initial state for that task (the init-state id).
         noise_seed: Seeds the policy's initial noise for every call of this episode.
         scene_seed: Seeds LIBERO's scene randomness that the initial state does not fix (the
-            placement of fixtures such as cabinets and stoves), so the scene depends on the
-            episode alone, not on which env runs it.
+            placement of fixtures such as cabinets and stoves) right before the reset.
+        reseed: False: the scene RNG is not seeded at this reset but continues from the
+            previous trial of the same task, which the loop runs just before in the same env
+            (the published protocol seeds once per task and resets its trials in sequence).
+            True: the scene depends on this episode alone, not on which env runs it.
     """
 
     task_id: int
     trial_id: int
     noise_seed: int
     scene_seed: int
+    reseed: bool = True
 
     @property
     def key(self) -> tuple[int, int]:
@@ -64,8 +68,10 @@ class VecEnv(Protocol):
         """Start ``episodes[j]`` in env ``env_ids[j]``; return the observation of every env."""
         ...
 
-    def step_chunk(self, actions: np.ndarray) -> ChunkStep:
-        """Execute float32 [num_envs, chunk, action_dim] actions in every env."""
+    def step_chunk(self, actions: np.ndarray, busy: Sequence[int]) -> ChunkStep:
+        """Execute float32 [num_envs, chunk, action_dim] actions in the ``busy`` envs; the others
+        are not stepped (an idle LIBERO env stepped on would pass robosuite's horizon) and
+        report the observation they last had and no success."""
         ...
 
 

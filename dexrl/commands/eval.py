@@ -27,8 +27,10 @@ EPILOG = """\
 Examples:
 
   dexrl eval --ckpt Dexmal/libero-db-pi0 --suite libero_spatial
-      All 10 tasks x 50 fixed initial states; prints a table per task (k/n, rate with a Wilson
-      95 % interval, mean length), the suite total beside the published numbers, and writes
+      The published protocol (--protocol standard, the default for a Dexbotic checkpoint): all
+      10 tasks x 50 fixed initial states, 10 settle steps, seed 7 per task, 5 actions per call
+      for π0. Prints a table per task (k/n, rate with a Wilson 95 % interval, mean length), the
+      suite total beside the published numbers of that protocol, and writes
       eval/libero-db-pi0-libero_spatial-<time>/results.json.
 
   dexrl eval --ckpt runs/spatial_pi0/checkpoints/global_step_100 --suite libero_spatial \\
@@ -38,7 +40,8 @@ Examples:
       runs/spatial_pi0/eval/global_step_100-libero_spatial/ (videos/index.html for the videos).
 
   dexrl eval --ckpt exported/ --suite libero_spatial --compare eval/sft/results.json
-      Adds per-task deltas and an exact McNemar test on the shared (task, trial) episodes.
+      Adds per-task deltas and an exact McNemar test on the shared (task, trial) episodes
+      (refused when the two ran different protocols, unless --allow-protocol-mismatch).
 
   dexrl eval --ckpt exported/ --suite libero_goal init_params.camera_heights=224 \\
       init_params.camera_widths=224
@@ -91,6 +94,13 @@ def eval_command(
                               "checkpoint's)."),
     allow_suite_mismatch: bool = typer.Option(False, "--allow-suite-mismatch", help="Evaluate "
                                               "on another suite than the one trained on."),
+    protocol: str = typer.Option(None, "--protocol", help="standard (the published LIBERO "
+                                 "protocol; default for a Dexbotic checkpoint) or training (the "
+                                 "run's own settings; default for RLinf weights and dexrl "
+                                 "tasks)."),
+    allow_protocol_mismatch: bool = typer.Option(False, "--allow-protocol-mismatch",
+                                                 help="Pair with --compare results of another "
+                                                 "protocol."),
     verbose: bool = typer.Option(False, "--verbose", "-v", help="Show third-party output "
                                  "(robosuite, gym, warnings) instead of logging it to "
                                  "OUT/eval.log."),
@@ -106,7 +116,8 @@ def eval_command(
         num_envs=num_envs, seed=seed, num_steps=num_steps, action_chunk=action_chunk,
         max_episode_steps=max_episode_steps, video=video, out=out, overwrite=overwrite,
         compare=compare, base=base, device=device, dtype=dtype,
-        allow_suite_mismatch=allow_suite_mismatch, verbose=verbose,
+        allow_suite_mismatch=allow_suite_mismatch, verbose=verbose, protocol=protocol,
+        allow_protocol_mismatch=allow_protocol_mismatch,
         env_overrides=tuple(overrides or ()))
     log = _temporary_log()
     claimed: list[Path] = []  # the output folder, once the evaluation has started writing it
@@ -122,6 +133,7 @@ def eval_command(
             prepared = session.prepare(request)
             out_dir.append(prepared.out)
             _describe_source(prepared.source, out_console)
+            out_console.print(report.protocol_line(prepared.protocol))
             out_console.print(report.settings_table(prepared.settings.record()))
             results = _run(prepared, session, console(stderr=True, file=output.stream(err=True)),
                            on_claimed=lambda: claimed.append(prepared.out))

@@ -83,7 +83,7 @@ class Timings:
     env_step_s: float = 0.0
     env_reset_s: float = 0.0
     total_s: float = 0.0
-    env_steps: int = 0  # executed steps summed over all envs, idle ones included
+    env_steps: int = 0  # executed steps summed over the busy envs
     policy_calls: int = 0
 
 
@@ -119,12 +119,19 @@ def run_episodes(
     """
     timings = timings if timings is not None else Timings()
     started = time.perf_counter()
-    queue = deque(episodes)
+    lanes = deque(_lanes(episodes))
     slots: list[_Slot | None] = [None] * env.num_envs
+    lane_of: list[deque[Episode]] = [deque() for _ in range(env.num_envs)]
     results: dict[tuple[int, int], EpisodeResult] = {}
 
+    def next_episode(i: int) -> Episode | None:
+        # An episode that continues its task's scene RNG runs in the env of its predecessor.
+        if not lane_of[i] and lanes:
+            lane_of[i] = lanes.popleft()
+        return lane_of[i].popleft() if lane_of[i] else None
+
     def start(env_ids: list[int]) -> Observation | None:
-        assigned = [(i, queue.popleft()) for i in env_ids if queue]
+        assigned = [(i, e) for i in env_ids if (e := next_episode(i)) is not None]
         if not assigned:
             return None
         for i, episode in assigned:
@@ -144,12 +151,12 @@ def run_episodes(
         chunk = _act(policy, obs, [slots[i] for i in busy], busy, settings)
         timings.policy_s += time.perf_counter() - t0
         timings.policy_calls += 1
-        actions = np.zeros((env.num_envs, *chunk.shape[1:]), dtype=np.float32)  # idle: zeros
+        actions = np.zeros((env.num_envs, *chunk.shape[1:]), dtype=np.float32)  # idle: unused
         actions[busy] = chunk
         t0 = time.perf_counter()
-        stepped = env.step_chunk(actions)
+        stepped = env.step_chunk(actions, busy)
         timings.env_step_s += time.perf_counter() - t0
-        timings.env_steps += env.num_envs * settings.action_chunk
+        timings.env_steps += len(busy) * settings.action_chunk
         ended = []
         for row, i in enumerate(busy):
             slot = slots[i]
@@ -167,6 +174,17 @@ def run_episodes(
             obs = start(ended) or obs
     timings.total_s += time.perf_counter() - started
     return [results[e.key] for e in episodes]
+
+
+def _lanes(episodes: Sequence[Episode]) -> list[deque[Episode]]:
+    """The plan cut into lanes, each run in order in one env: an episode that does not reseed
+    the scene joins the lane of the episode before it."""
+    lanes: list[deque[Episode]] = []
+    for episode in episodes:
+        if episode.reseed or not lanes:
+            lanes.append(deque())
+        lanes[-1].append(episode)
+    return lanes
 
 
 def _act(policy: Policy, obs: Observation, slots: list[_Slot], rows: list[int],

@@ -48,18 +48,22 @@ def scene_seed(seed: int, task_id: int, trial_id: int) -> int:
 
 
 def plan_episodes(
-    tasks: list[int], episodes_per_task: int, init_states: dict[int, int], seed: int
+    tasks: list[int], episodes_per_task: int, init_states: dict[int, int], seed: int,
+    task_scene_seed: int | None = None,
 ) -> list[Episode]:
     """Episodes in task-major order: trials 0..n-1 of each task.
 
     Task-major order keeps a parallel env on one task for consecutive episodes, so LIBERO rarely
-    has to rebuild its scene.
+    has to rebuild its scene. With ``task_scene_seed`` (the standard protocol's 7) the scene RNG
+    is seeded with it before trial 0 of each task only, and the later trials continue it in order
+    (``Episode.reseed`` False); else each episode has its own scene seed.
 
     Args:
         tasks: Task ids.
         episodes_per_task: Trials per task (init states 0..n-1).
         init_states: Number of fixed initial states of each task.
         seed: The run's seed.
+        task_scene_seed: The scene seed of each task's sequence (None: one per episode).
 
     Raises:
         DexrlError: more episodes per task than a task has initial states.
@@ -75,5 +79,8 @@ def plan_episodes(
                          f"use --episodes-per-task {fewest} or less (each episode starts from "
                          "its own fixed initial state)", where="--episodes-per-task",
                          code="eval-too-many-episodes")
+    if task_scene_seed is not None:
+        return [Episode(t, k, noise_seed(seed, t, k), task_scene_seed, reseed=k == 0)
+                for t in tasks for k in range(episodes_per_task)]
     return [Episode(t, k, noise_seed(seed, t, k), scene_seed(seed, t, k))
             for t in tasks for k in range(episodes_per_task)]

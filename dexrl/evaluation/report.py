@@ -60,18 +60,38 @@ def settings_table(config: Mapping[str, Any]) -> Table:
 
 
 def reference_table(results: Mapping[str, Any]) -> Table | None:
-    """Published numbers beside this full-suite run, if any apply."""
+    """Published numbers beside this full-suite run, if any apply: compared (inside this run's
+    interval or not) only under the protocol they were measured with."""
     if not results.get("reference"):
         return None
     low, high = results["overall"]["ci95"]
     table = Table(title=f"Published numbers vs this run ({_pct(low)}-{_pct(high)} %, 95 %)")
     table.add_column("reference")
     table.add_column("published", justify="right")
+    table.add_column("protocol")
     table.add_column("inside this run's interval")
+    table.add_column("source", overflow="fold")
     for row in results["reference"]:
-        table.add_row(row["label"], f"{row['percent']:.1f} %",
-                      "yes" if row["inside_ci95"] else "[bold red]no[/]")
+        verdict = ("not compared: another protocol" if not row.get("comparable", True)
+                   else "yes" if row["inside_ci95"] else "[bold red]no[/]")
+        table.add_row(row["label"], f"{row['percent']:.1f} %", row.get("protocol", "-"),
+                      verdict, row.get("source", "-"))
     return table
+
+
+def protocol_line(protocol: Mapping[str, Any] | None) -> str:
+    """One line naming the protocol of a run (or of an older results.json without one)."""
+    if not protocol:
+        return "Protocol: not recorded (an older results.json)"
+    name = protocol["name"]
+    if name == "standard" and protocol.get("exact"):
+        return ("Protocol: standard (the published LIBERO protocol: openpi examples/libero/"
+                "main.py; sources per field in results.json)")
+    if name == "standard":
+        return ("Protocol: standard with deviations (" + ", ".join(protocol["deviations"])
+                + "): not comparable with published numbers")
+    return ("Protocol: training (the run's own settings, RLinf's 15 settle steps, per-episode "
+            "scene seeds): not the published protocol")
 
 
 def comparison_table(comparison: Mapping[str, Any]) -> Table:

@@ -30,6 +30,9 @@ class EvalRequest:
         device: ``--device``.
         dtype: ``--dtype``.
         allow_suite_mismatch: ``--allow-suite-mismatch``.
+        protocol: ``--protocol``: standard or training (None: by the checkpoint's form).
+        allow_protocol_mismatch: ``--allow-protocol-mismatch``: pair with ``--compare`` results
+            of another protocol.
         verbose: ``--verbose``: third-party output on the terminal instead of the log.
         env_overrides: The ``key=value`` env config overrides.
     """
@@ -51,5 +54,7 @@ class EvalRequest:
     device: str = "auto"
     dtype: str | None = None
     allow_suite_mismatch: bool = False
+    protocol: str | None = None
+    allow_protocol_mismatch: bool = False
     verbose: bool = False
     env_overrides: tuple[str, ...] = ()

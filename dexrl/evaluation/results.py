@@ -17,6 +17,7 @@ from typing import Any
 
 from dexrl.errors import DexrlError
 from dexrl.evaluation.episode_loop import EpisodeResult
+from dexrl.evaluation.protocol import protocol_differences, protocol_of
 from dexrl.evaluation.stats import mcnemar_exact, wilson_interval
 from dexrl.runs.layout import EVALS
 
@@ -29,6 +30,12 @@ OWNED = (RESULTS_FILE, PROGRESS_FILE, LOG_FILE, "videos")  # what --overwrite ma
 SUCCESS_METRIC = ("success_once: the env reported task success within max_episode_steps "
                   "(the episode ends at the first success, as in LIBERO's own evaluation)")
 _REQUIRED = ("suite", "config", "per_task", "overall", "episodes")
+SCENE_SEED_RULES = {
+    "training": "numpy SeedSequence([seed, task_id, trial_id, 1]); LIBERO's np.random is seeded "
+                "with it right before the episode's reset",
+    "standard": "np.random is seeded with the protocol's scene seed (7) before trial 0 of each "
+                "task; trials 1, 2, ... of that task reset in order in the same env after it",
+}
 
 
 def rate_summary(successes: int, episodes: int) -> dict[str, Any]:
@@ -57,8 +64,10 @@ def build_results(*, suite: str, checkpoint: Mapping[str, Any], config: Mapping[
                   wall_time_s: float, environment: Mapping[str, Any],
                   reference: list[dict[str, Any]] | None = None,
                   comparison: dict[str, Any] | None = None,
-                  blind_bound: float | None = None) -> dict[str, Any]:
-    """Assemble the ``results.json`` content (see the module docstring)."""
+                  blind_bound: float | None = None, protocol: dict[str, Any] | None = None,
+                  partial: dict[str, Any] | None = None) -> dict[str, Any]:
+    """Assemble the ``results.json`` content (see the module docstring); ``partial`` says why
+    only some of the planned episodes are in it."""
     per_task, overall = summarize(episodes, languages)
     return {
         "schema": SCHEMA,
@@ -66,15 +75,16 @@ def build_results(*, suite: str, checkpoint: Mapping[str, Any], config: Mapping[
         "created": time.strftime("%Y-%m-%dT%H:%M:%S%z"),
         "wall_time_s": round(wall_time_s, 3),
         "suite": suite,
+        "complete": partial is None,
+        "partial": partial,
+        "protocol": protocol,
         "success_metric": SUCCESS_METRIC,
         "checkpoint": dict(checkpoint),
         "config": dict(config),
         "seeds": {"seed": seed,
                   "noise_seed_rule": "numpy SeedSequence([seed, task_id, trial_id]); one "
                                      "torch.Generator per episode draws each call's noise",
-                  "scene_seed_rule": "numpy SeedSequence([seed, task_id, trial_id, 1]); LIBERO's "
-                                     "np.random is seeded with it right before the episode's "
-                                     "reset"},
+                  "scene_seed_rule": SCENE_SEED_RULES[(protocol or {}).get("name", "training")]},
         **environment,
         "per_task": per_task,
         "overall": overall,
@@ -174,8 +184,9 @@ def load_results(path: Path) -> dict[str, Any]:
 
 def find_results(run_dir: Path | None, step: int | None) -> Path | None:
     """The newest results.json under ``RUN_DIR/eval`` that evaluated global step ``step`` of
-    ``run_dir`` (the model card ``dexrl export`` writes carries its table), preferring one
-    without env overrides (a masked evaluation is not the checkpoint's score)."""
+    ``run_dir`` (the model card ``dexrl export`` writes carries its table), preferring a complete
+    one (an evaluation an env failure stopped is marked partial) without env overrides (a masked
+    evaluation is not the checkpoint's score)."""
     if run_dir is None or not (run_dir / EVALS).is_dir():
         return None
     found = []
@@ -188,7 +199,8 @@ def find_results(run_dir: Path | None, step: int | None) -> Path | None:
         if ckpt.get("step") == step and ckpt.get("run_dir") == str(run_dir):
             config = data.get("config")
             plain = not (config.get("env_overrides") if isinstance(config, dict) else None)
-            found.append((plain, str(data.get("created", "")), path))
+            complete = data.get("complete", True) is not False  # older files: complete
+            found.append((complete, plain, str(data.get("created", "")), path))
     return max(found)[-1] if found else None
 
 
@@ -243,4 +255,5 @@ def compare(mine: Mapping[str, Any], other: Mapping[str, Any], other_path: str
                                 "only_other_succeeded": test.only_b,
                                 "p_value": test.p_value}},
         "config_differences": differs,
+        "protocol_differences": protocol_differences(protocol_of(mine), protocol_of(other)),
     }

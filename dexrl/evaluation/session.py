@@ -21,9 +21,11 @@ from omegaconf import DictConfig
 from dexrl.catalog import get_suite
 from dexrl.checkpoints.policy import load_eval_policy
 from dexrl.checkpoints.sources import CheckpointSource, locate_checkpoint, resolve_checkpoint
+from dexrl.errors import DexrlError
 from dexrl.evaluation import results as res
 from dexrl.evaluation.episode_loop import EpisodeResult, LoopSettings, Timings, run_episodes
 from dexrl.evaluation.episodes import parse_tasks, plan_episodes
+from dexrl.evaluation.protocol import check_same_protocol, protocol_record
 from dexrl.evaluation.reference import references_for
 from dexrl.evaluation.request import EvalRequest
 from dexrl.evaluation.settings import (
@@ -56,6 +58,7 @@ class Prepared:
         stale: Files of an earlier evaluation that ``--overwrite`` will remove.
         env_cfg: The env config (RLinf's LIBERO env config, or a built-in task's).
         other: ``--compare`` (path, results) if given.
+        protocol: results.json's ``protocol`` record.
     """
 
     source: CheckpointSource
@@ -68,6 +71,7 @@ class Prepared:
     stale: list[Path]
     env_cfg: DictConfig
     other: tuple[str, dict[str, Any]] | None
+    protocol: dict[str, Any] = dataclasses.field(default_factory=dict)
 
 
 def prepare(request: EvalRequest) -> Prepared:
@@ -82,7 +86,12 @@ def prepare(request: EvalRequest) -> Prepared:
     task_ids = parse_tasks(request.tasks, len(languages))
     episodes = plan_episodes(task_ids, request.episodes_per_task, init_states, request.seed)
     settings = resolve_settings(source, request, task_ids)
+    if settings.scene_seed is not None:  # the standard protocol: one scene sequence per task
+        episodes = plan_episodes(task_ids, request.episodes_per_task, init_states, request.seed,
+                                 task_scene_seed=settings.scene_seed)
     env_cfg = env_config(settings, source)
+    protocol = protocol_record(settings.protocol_value(), settings.record(), settings.sources,
+                               camera=_camera(env_cfg))
     out_dir = (Path(request.out).expanduser() if request.out
                else default_out(source, suite.name, request.env_overrides))
     stale = res.check_out_dir(out_dir, request.overwrite)
@@ -90,8 +99,18 @@ def prepare(request: EvalRequest) -> Prepared:
     if request.compare:
         other = (str(request.compare), res.load_results(Path(request.compare)))
         res.check_same_suite(suite.name, other[1], str(request.compare))
+        if not request.allow_protocol_mismatch:
+            check_same_protocol(protocol, other[1], str(request.compare))
     return Prepared(source, settings, task, languages, init_states, episodes, out_dir, stale,
-                    env_cfg, other)
+                    env_cfg, other, protocol)
+
+
+def _camera(env_cfg: DictConfig) -> str | None:
+    """The LIBERO cameras' size as ``HxW`` (None for a dexrl task)."""
+    params = env_cfg.get("init_params") or {}
+    if "camera_heights" not in params:
+        return None
+    return f"{params['camera_heights']}x{params['camera_widths']}"
 
 
 def default_out(source: CheckpointSource, suite: str, overrides: Sequence[str] = ()) -> Path:
@@ -153,8 +172,11 @@ def run(prepared: Prepared, *, command: list[str],
                                    {"suite": s.suite, "checkpoint": str(prepared.source.path),
                                     "config": s.record(), "episodes": len(prepared.episodes)})
 
+        done: list[EpisodeResult] = []  # what results.json keeps if the evaluation fails
+
         def finished(result: EpisodeResult) -> None:
             progress.episode(result)
+            done.append(result)
             if on_episode:
                 on_episode(result)
 
@@ -165,28 +187,66 @@ def run(prepared: Prepared, *, command: list[str],
             outcomes = run_episodes(env, policy, prepared.episodes, loop,
                                     start_video=recorder.start, on_episode=finished,
                                     timings=timings)
-        except BaseException:  # a full disk, Ctrl-C: no half-written video stays
+        except BaseException as exc:  # a dead env, a full disk, Ctrl-C: no half-written video
             recorder.discard_unfinished()
+            if isinstance(exc, Exception) and done and not _disk_full(exc):
+                _write_partial(prepared, done, timings, time.perf_counter() - started, command,
+                               exc)
+            if isinstance(exc, DexrlError):
+                raise _with_partial(exc, prepared.out, bool(done)) from None
             raise
         finally:
             progress.close()
     finally:
         env.close()
     return _finish(prepared, outcomes, timings, time.perf_counter() - started, command,
-                   {"versions": installed_versions(), "git": git_state()})
+                   _environment())
+
+
+def _environment() -> dict[str, Any]:
+    return {"versions": installed_versions(), "git": git_state()}
+
+
+def _disk_full(exc: BaseException) -> bool:
+    from dexrl.errors import disk_full
+
+    return isinstance(exc, OSError) and disk_full(exc)
+
+
+def _write_partial(prepared: Prepared, done: list[EpisodeResult], timings: Timings,
+                   wall: float, command: list[str], exc: Exception) -> None:
+    """results.json of the episodes that finished before ``exc`` stopped the evaluation, marked
+    partial (the per-episode log stays beside it)."""
+    what = exc.message if isinstance(exc, DexrlError) else f"{type(exc).__name__}: {exc}"
+    order = {e.key: n for n, e in enumerate(prepared.episodes)}
+    _finish(prepared, sorted(done, key=lambda r: order[r.task_id, r.trial_id]), timings, wall,
+            command, _environment(), partial={"reason": what,
+                                              "episodes_planned": len(prepared.episodes),
+                                              "episodes_finished": len(done)})
+
+
+def _with_partial(exc: DexrlError, out: Path, kept: bool) -> DexrlError:
+    """``exc`` with where the finished episodes are."""
+    where = (f"the {res.RESULTS_FILE} in {out} holds the episodes that finished, marked partial"
+             if kept else f"no episode finished; {out / res.PROGRESS_FILE} has the run's header")
+    return DexrlError(exc.message, f"{exc.hint}; {where}" if exc.hint else where,
+                      code=exc.code, where=exc.where, details=exc.details)
 
 
 def _finish(prepared: Prepared, outcomes: list[EpisodeResult], timings: Timings, wall: float,
-            command: list[str], environment: dict[str, Any]) -> dict[str, Any]:
+            command: list[str], environment: dict[str, Any],
+            partial: dict[str, Any] | None = None) -> dict[str, Any]:
     s = prepared.settings
     _, overall = res.summarize(outcomes, prepared.languages)
     reference = references_for(prepared.source.model_type, s.suite, overall,
-                               is_full_suite(prepared))
+                               is_full_suite(prepared) and partial is None,
+                               prepared.protocol)
     data = res.build_results(
         suite=s.suite, checkpoint=prepared.source.describe(), config=s.record(), seed=s.seed,
         episodes=outcomes, languages=prepared.languages, wall_time_s=wall,
         environment={**environment, "command": command, "timing": timings.__dict__},
-        reference=reference, blind_bound=prepared.task.blind_bound(s.suite, prepared.env_cfg))
+        reference=reference, blind_bound=prepared.task.blind_bound(s.suite, prepared.env_cfg),
+        protocol=prepared.protocol, partial=partial)
     if prepared.other is not None:
         data["comparison"] = res.compare(data, prepared.other[1], prepared.other[0])
     write_gallery(prepared.out, data["episodes"], prepared.languages,

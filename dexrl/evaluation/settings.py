@@ -1,9 +1,10 @@
 """Every value an evaluation uses, where it came from, and the LIBERO env config built from them.
 
-Defaults: the episode horizon per suite (:mod:`dexrl.catalog`); actions per call and denoising
-steps from the checkpoint's training run when known, else from dexrl's model config group; the
-env config from dexrl's packaged ``env/<suite>.yaml`` (with the run's camera settings when known)
-plus ``key=value`` overrides.
+Defaults follow the protocol (:mod:`dexrl.evaluation.protocol`): ``standard`` takes the published
+values; ``training`` takes the episode horizon per suite (:mod:`dexrl.catalog`), actions per call
+and denoising steps from the checkpoint's training run when known, else from dexrl's model config
+group. The env config comes from dexrl's packaged ``env/<suite>.yaml`` (with the run's camera
+settings under ``training``) plus ``key=value`` overrides.
 """
 
 from __future__ import annotations
@@ -21,6 +22,18 @@ from dexrl.checkpoints.sources import CheckpointSource
 from dexrl.config.compose import conf_dir
 from dexrl.config.overrides import ENV, apply_overrides, parse_overrides
 from dexrl.errors import DexrlError
+from dexrl.evaluation.protocol import (
+    STANDARD_NUM_STEPS,
+    STANDARD_REPLAN,
+    STANDARD_SCENE_SEED,
+    STANDARD_SETTLE_STEPS,
+    STANDARD_SOURCES,
+    STANDARD_TRIALS,
+    TRAINING_SETTLE_STEPS,
+    Protocol,
+    check_protocol,
+    default_protocol,
+)
 from dexrl.evaluation.request import EvalRequest
 from dexrl.evaluation.videos import check_mode
 
@@ -31,7 +44,12 @@ FLAG_KEYS = {
     "--max-episode-steps", "task_id_filter": "--tasks", "is_eval": None, "auto_reset": None,
     "ignore_terminations": None, "use_fixed_reset_state_ids": None,
     "use_ordered_reset_state_ids": None, "specific_reset_id": None, "group_size": None,
+    "settle_steps": "--protocol",
 }
+
+
+# LIBERO's envs end an episode (robosuite raises on the next step) this many steps after a reset.
+ROBOSUITE_HORIZON = 1000
 
 
 @dataclass(frozen=True)
@@ -51,10 +69,19 @@ class EvalSettings:
     dtype: str | None
     env_overrides: list[str]
     sources: dict[str, str] = field(default_factory=dict)
+    protocol: str = "training"
+    settle_steps: int = TRAINING_SETTLE_STEPS
+    scene_seed: int | None = None
+    deviations: list[str] = field(default_factory=list)
 
     def record(self) -> dict[str, Any]:
         """JSON-ready form for results.json."""
         return dict(self.__dict__)
+
+    def protocol_value(self) -> Protocol:
+        """The protocol these settings run."""
+        return Protocol(self.protocol, self.settle_steps, self.scene_seed,
+                        tuple(self.deviations))
 
 
 def resolve_settings(source: CheckpointSource, request: EvalRequest,
@@ -77,9 +104,24 @@ def resolve_settings(source: CheckpointSource, request: EvalRequest,
                          f"evaluate with --suite {trained.suite}, or add --allow-suite-mismatch "
                          "to evaluate it on another suite on purpose", where="--suite",
                          code="eval-suite-mismatch")
-    defaults_chunk, defaults_steps = model_defaults(source.model_type)
-    sources: dict[str, str] = {}
-    model_file = f"dexrl model config model/{source.model_type}.yaml"
+    spec = get_suite(suite)
+    given = request.protocol
+    protocol = check_protocol(given or default_protocol(source.form, spec.libero), spec.libero,
+                              suite)
+    standard = protocol == "standard"
+    sources: dict[str, str] = {"protocol": "command line" if given else
+                               f"default for a {source.form} checkpoint on {suite}"}
+    if standard:
+        defaults_chunk = STANDARD_REPLAN.get(source.model_type,
+                                             model_defaults(source.model_type)[0])
+        defaults_steps = STANDARD_NUM_STEPS
+        default_from = {"action_chunk": STANDARD_SOURCES["action_chunk"],
+                        "num_steps": STANDARD_SOURCES["num_steps"]}
+        trained = None  # the published protocol does not take the run's values
+    else:
+        defaults_chunk, defaults_steps = model_defaults(source.model_type)
+        model_file = f"dexrl model config model/{source.model_type}.yaml"
+        default_from = {"action_chunk": model_file, "num_steps": model_file}
 
     def pick(name: str, given: int | None, trained_value: int | None, default: int) -> int:
         if given is not None:
@@ -88,22 +130,42 @@ def resolve_settings(source: CheckpointSource, request: EvalRequest,
         if trained_value is not None:
             sources[name] = f"training config ({trained.source})"
             return trained_value
-        sources[name] = model_file
+        sources[name] = default_from[name]
         return default
 
+    deviations = [f"--{flag.replace('_', '-')} {value}" for flag, value, fixed in (
+        ("action_chunk", request.action_chunk, defaults_chunk),
+        ("num_steps", request.num_steps, defaults_steps),
+        ("max_episode_steps", request.max_episode_steps, spec.horizon))
+        if standard and value is not None and value != fixed]
+    deviations += list(request.env_overrides) if standard else []
     chunk_size = _chunk_size(source)
     chunk = pick("action_chunk", request.action_chunk,
                  trained and trained.num_action_chunks, defaults_chunk)
     if request.action_chunk is None and chunk > chunk_size:  # a default never exceeds the chunk
         chunk = chunk_size
         sources["action_chunk"] += f", capped at the checkpoint's chunk_size {chunk_size}"
+        deviations += [f"action_chunk capped at the checkpoint's chunk_size {chunk_size}"
+                       ] if standard else []
     steps = pick("num_steps", request.num_steps, trained and trained.num_steps, defaults_steps)
     horizon = request.max_episode_steps
-    sources["max_episode_steps"] = "command line" if horizon else f"suite horizon of {suite}"
-    horizon = horizon or get_suite(suite).horizon
+    sources["max_episode_steps"] = "command line" if horizon else (
+        STANDARD_SOURCES["max_episode_steps"] if standard else f"suite horizon of {suite}")
+    horizon = horizon or spec.horizon
     total = len(tasks) * request.episodes_per_task
-    envs = min(request.num_envs or _default_num_envs(), total)
-    sources["num_envs"] = "command line" if request.num_envs else "min(CPU cores, episodes)"
+    # A standard task's trials run in order in one env: more envs than tasks would stay idle.
+    lanes = len(tasks) if standard else total
+    envs = min(request.num_envs or _default_num_envs(), lanes)
+    sources["num_envs"] = ("command line" if request.num_envs else "min(CPU cores, tasks)"
+                           if standard else "min(CPU cores, episodes)")
+    if request.num_envs and envs < request.num_envs:
+        sources["num_envs"] += f", capped at {envs} ({'tasks' if standard else 'episodes'})"
+    sources["episodes_per_task"] = (
+        "command line" if request.episodes_per_task != STANDARD_TRIALS
+        else STANDARD_SOURCES["episodes_per_task"] if standard else "dexrl eval's default")
+    settle = STANDARD_SETTLE_STEPS if standard else TRAINING_SETTLE_STEPS
+    sources["settle_steps"] = ("published protocol" if standard
+                               else "RLinf's LiberoEnv.reset (what training runs)")
     for name, value, low, high in (("--action-chunk", chunk, 1, chunk_size),
                                    ("--num-steps", steps, 1, None),
                                    ("--max-episode-steps", horizon, 1, None),
@@ -112,12 +174,19 @@ def resolve_settings(source: CheckpointSource, request: EvalRequest,
             bound = f"{low}..{high}" if high is not None else f"at least {low}"
             raise DexrlError(f"{name} is {value}", f"use {bound}", where=name,
                              code="eval-value-out-of-range")
+    if spec.libero and settle + horizon + chunk - 1 > ROBOSUITE_HORIZON:
+        longest = ROBOSUITE_HORIZON - settle - chunk + 1
+        raise DexrlError(f"--max-episode-steps {horizon} with {settle} settle steps and chunks of "
+                         f"{chunk} would step a LIBERO env past robosuite's horizon of "
+                         f"{ROBOSUITE_HORIZON} steps", f"use --max-episode-steps {longest} or less",
+                         where="--max-episode-steps", code="eval-horizon-too-long")
     sources["device"] = ("command line" if request.device != "auto"
                          else "auto (CUDA if visible)")
     sources["dtype"] = "command line" if request.dtype else "the checkpoint's weights"
     return EvalSettings(suite, list(tasks), request.episodes_per_task, envs, request.seed, steps,
                         chunk, horizon, check_mode(request.video), resolve_device(request.device),
-                        request.dtype, list(request.env_overrides), sources)
+                        request.dtype, list(request.env_overrides), sources, protocol, settle,
+                        STANDARD_SCENE_SEED if standard else None, deviations)
 
 
 def _default_num_envs() -> int:
@@ -148,17 +217,18 @@ def resolve_device(device: str) -> str:
     return device
 
 
-def user_env_config(suite: str, source: CheckpointSource, overrides: Sequence[str]
-                    ) -> DictConfig:
-    """dexrl's ``env/<suite>.yaml``, the run's camera settings (and a dexrl task's own
-    settings), then the user's ``key=value`` overrides.
+def user_env_config(suite: str, source: CheckpointSource, overrides: Sequence[str],
+                    run_camera: bool = True) -> DictConfig:
+    """dexrl's ``env/<suite>.yaml``, the run's camera settings (unless ``run_camera`` is False:
+    the standard protocol's 256x256) and a dexrl task's own settings, then the user's
+    ``key=value`` overrides.
 
     Raises:
         DexrlError: an override of an unknown key, of a key a flag controls, or unparsable.
     """
     cfg = OmegaConf.load(conf_dir() / "env" / f"{suite}.yaml")
     trained = source.training
-    if trained and trained.init_params and trained.suite == suite:
+    if run_camera and trained and trained.init_params and trained.suite == suite:
         cfg.init_params = OmegaConf.merge(cfg.init_params, trained.init_params)
     if trained and trained.task and trained.suite == suite:  # a dexrl task's settings
         cfg[suite] = OmegaConf.merge(cfg[suite], trained.task)
@@ -183,7 +253,8 @@ def env_config(settings: EvalSettings, source: CheckpointSource) -> DictConfig:
     Raises:
         DexrlError: as :func:`user_env_config`.
     """
-    cfg = user_env_config(settings.suite, source, settings.env_overrides)
+    cfg = user_env_config(settings.suite, source, settings.env_overrides,
+                          run_camera=settings.protocol != "standard")
     cfg.merge_with({
         "task_suite_name": settings.suite, "seed": settings.seed,
         "total_num_envs": settings.num_envs, "max_episode_steps": settings.max_episode_steps,
@@ -191,5 +262,6 @@ def env_config(settings: EvalSettings, source: CheckpointSource) -> DictConfig:
         "task_id_filter": list(settings.tasks), "is_eval": True, "auto_reset": False,
         "ignore_terminations": False, "use_fixed_reset_state_ids": True,
         "use_ordered_reset_state_ids": True, "specific_reset_id": None, "group_size": 1,
+        "settle_steps": settings.settle_steps,
     })
     return cfg

@@ -195,6 +195,21 @@ def test_model_card_prefers_an_evaluation_without_env_overrides(tmp_path: Path) 
     assert find_results(tmp_path, 2) == evals / "masked" / "results.json"
 
 
+def test_model_card_prefers_a_complete_evaluation(tmp_path: Path) -> None:
+    """An evaluation an env failure stopped (marked partial) made after the complete one is not
+    the step's score; an older results.json without the mark counts as complete."""
+    evals = tmp_path / "eval"
+    for name, complete, created in (("old", None, "2026-01-01"), ("cut", False, "2026-01-02")):
+        data = results_for("x", 2, tmp_path, 1)
+        data["created"] = created
+        data.pop("complete", None)
+        if complete is not None:
+            data["complete"] = complete
+        (evals / name).mkdir(parents=True)
+        write_json(evals / name / "results.json", data)
+    assert find_results(tmp_path, 2) == evals / "old" / "results.json"
+
+
 class LocalHub:
     """Stands in for huggingface_hub.HfApi: 'uploads' into a local folder."""
 

@@ -186,8 +186,13 @@ def test_export_round_trip_gives_identical_actions(first_eval: tuple, tiny_run: 
     exported = runner.invoke(app, ["export", str(tiny_run), "--out", str(tmp_path / "exp")])
     assert exported.exit_code == 0, exported.output
     out_a = first_eval[0]
+    # An exported checkpoint is a Dexbotic folder (standard by default): under the training
+    # protocol, as its run was evaluated, it plays the same episodes.
+    refused = run("--ckpt", tmp_path / "exp", "--out", tmp_path / "b", "--compare",
+                  out_a / "results.json", *SMALL)
+    assert refused.exit_code == 2 and "[compare-protocol-mismatch]" in refused.output
     result = run("--ckpt", tmp_path / "exp", "--out", tmp_path / "b", "--compare",
-                 out_a / "results.json", *SMALL)
+                 out_a / "results.json", "--protocol", "training", *SMALL)
     assert result.exit_code == 0, result.output
     assert episodes_of(tmp_path / "b") == episodes_of(out_a)  # same outcomes, same actions
     comparison = json.loads((tmp_path / "b" / "results.json").read_text())["comparison"]
@@ -223,3 +228,18 @@ def test_every_rlinf_form_evaluates_the_same(first_eval: tuple, tiny_run: Path,
     result = run("--ckpt", tiny_run / form, "--out", tmp_path / "c", *SMALL)
     assert result.exit_code == 0, result.output
     assert episodes_of(tmp_path / "c") == episodes_of(first_eval[0])
+
+
+@needs_libero
+@pytest.mark.slow
+def test_the_end_of_a_libero_10_queue_does_not_crash(tiny_pi0_dir: Path, tmp_path: Path) -> None:
+    # Two envs, three 520-step episodes: env 1 has nothing left while env 0 runs the third. It
+    # used to be stepped with zero actions past robosuite's 1000-step horizon and the evaluation
+    # ended in `Aborted!` without results.json (issue 45).
+    result = run("--ckpt", tiny_pi0_dir, "--out", tmp_path / "out", "--suite", "libero_10",
+                 "--tasks", "0", "--episodes-per-task", "3", "--num-envs", "2",
+                 "--protocol", "training")
+    assert result.exit_code == 0, result.output
+    data = json.loads((tmp_path / "out" / "results.json").read_text())
+    assert data["complete"] and data["overall"]["episodes"] == 3
+    assert sorted(e["env_slot"] for e in data["episodes"]) == [0, 0, 1]

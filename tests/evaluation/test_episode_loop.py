@@ -20,16 +20,21 @@ class ScriptedEnv:
     """Parallel envs whose episode (task, trial) succeeds at a scripted step (or never).
 
     Observations depend only on (task, trial, step), like a simulator started from a fixed
-    initial state, so outcomes must not depend on which slot runs an episode.
+    initial state, so outcomes must not depend on which slot runs an episode. With ``horizon``,
+    an env stepped ``horizon`` steps after its last reset raises as robosuite does.
     """
 
-    def __init__(self, num_envs: int, success_at: dict[tuple[int, int], int]) -> None:
+    def __init__(self, num_envs: int, success_at: dict[tuple[int, int], int],
+                 horizon: int | None = None) -> None:
         self.num_envs = num_envs
         self.success_at = success_at
+        self.horizon = horizon
         self.current: list[Episode | None] = [None] * num_envs
         self.steps = [0] * num_envs
-        self.resets: list[tuple[int, tuple[int, int]]] = []
+        self.resets: list[tuple[int, Episode]] = []
         self.chunks: list[np.ndarray] = []
+        self.busy: list[list[int]] = []
+        self.stepped = 0
 
     def _obs(self) -> dict:
         rows = [(e.task_id, e.trial_id, s) if e else (0, 0, 0)
@@ -44,18 +49,30 @@ class ScriptedEnv:
     def reset(self, env_ids: Sequence[int], episodes: Sequence[Episode]) -> dict:
         for i, e in zip(env_ids, episodes, strict=True):
             self.current[i], self.steps[i] = e, 0
-            self.resets.append((i, e.key))
+            self.resets.append((i, e))
         return self._obs()
 
-    def step_chunk(self, actions: np.ndarray) -> ChunkStep:
+    def step_chunk(self, actions: np.ndarray, busy: Sequence[int]) -> ChunkStep:
         self.chunks.append(actions.copy())
+        self.busy.append(list(busy))
         observations, successes = [], np.zeros(actions.shape[:2], dtype=bool)
         for k in range(actions.shape[1]):
-            for i, e in enumerate(self.current):
+            for i in busy:
+                if self.horizon is not None and self.steps[i] >= self.horizon:
+                    raise ValueError("executing action in terminated episode")
                 self.steps[i] += 1
+                self.stepped += 1
+                e = self.current[i]
                 successes[i, k] = e is not None and self.success_at.get(e.key) == self.steps[i]
             observations.append(self._obs())
         return ChunkStep(observations, successes)
+
+
+class StepsEveryEnv(ScriptedEnv):
+    """The control: steps idle envs too, as the loop once did."""
+
+    def step_chunk(self, actions: np.ndarray, busy: Sequence[int]) -> ChunkStep:
+        return super().step_chunk(actions, range(self.num_envs))
 
 
 class RowPolicy:
@@ -107,7 +124,7 @@ def test_outcomes_lengths_and_horizon() -> None:
         (1, 2): (True, 8),
     }
     assert [r.key for r in plan] == [(r.task_id, r.trial_id) for r in results]
-    assert sorted(key for _, key in env.resets) == sorted(e.key for e in plan)  # each once
+    assert sorted(e.key for _, e in env.resets) == sorted(e.key for e in plan)  # each once
 
 
 def test_outcomes_and_actions_do_not_depend_on_the_number_of_envs() -> None:
@@ -124,26 +141,57 @@ def test_the_seed_changes_the_actions_not_the_schedule() -> None:
     assert [r.actions_sha256 for r in a] != [r.actions_sha256 for r in b]
 
 
-def test_idle_envs_get_zero_actions_and_policy_sees_busy_rows_only() -> None:
+def test_idle_envs_are_not_stepped_and_policy_sees_busy_rows_only() -> None:
     env = ScriptedEnv(3, SUCCESS_AT)
     policy = RowPolicy()
     run_episodes(env, policy, plan_episodes([1], 1, {1: 50}, seed=0), SETTINGS)
     assert [c["rows"] for c in policy.calls] == [1]
     assert policy.calls[0]["num_steps"] == 3 and policy.calls[0]["chunk"] == 4
-    assert not env.chunks[0][1:].any() and env.chunks[0][0].any()
+    assert env.busy == [[0]] and env.steps == [4, 0, 0]
+
+
+def test_no_env_is_stepped_past_the_simulator_horizon_at_the_end_of_the_queue() -> None:
+    # Each episode fails at 10 steps, taking 3 chunks (12 steps) in an env whose simulator ends
+    # 12 steps after a reset. Env 1 has nothing to do while env 0 runs the third episode.
+    plan = plan_episodes([1], 3, {1: 50}, seed=0)[1:] + plan_episodes([2], 1, {2: 50}, seed=0)
+    env = ScriptedEnv(2, {}, horizon=12)
+    results = run_episodes(env, RowPolicy(), plan, SETTINGS)
+    assert [(r.success, r.length) for r in results] == [(False, 10)] * 3
+    assert env.busy[-3:] == [[0]] * 3 and env.steps == [12, 12]
+    with pytest.raises(ValueError, match="terminated episode"):  # the control: idle envs stepped
+        run_episodes(StepsEveryEnv(2, {}, horizon=12), RowPolicy(), plan, SETTINGS)
+
+
+def test_a_task_sequence_runs_in_order_in_one_env() -> None:
+    plan = plan_episodes([0, 1, 2], 3, {0: 50, 1: 50, 2: 50}, seed=0, task_scene_seed=7)
+    env = ScriptedEnv(2, SUCCESS_AT)
+    results = run_episodes(env, RowPolicy(), plan, SETTINGS)
+    assert [(r.task_id, r.trial_id) for r in results] == [e.key for e in plan]
+    for task in (0, 1, 2):
+        mine = [(slot, e.trial_id) for slot, e in env.resets if e.task_id == task]
+        assert [k for _, k in mine] == [0, 1, 2] and len({slot for slot, _ in mine}) == 1
+        slot = mine[0][0]
+        in_slot = [e.key for i, e in env.resets if i == slot]
+        first = in_slot.index((task, 0))
+        assert in_slot[first:first + 3] == [(task, 0), (task, 1), (task, 2)]  # back to back
+    # The same plan with a seed per episode spreads a task's trials over the envs.
+    spread = ScriptedEnv(2, SUCCESS_AT)
+    run_episodes(spread, RowPolicy(), plan_episodes([0, 1, 2], 3, {0: 50, 1: 50, 2: 50},
+                                                    seed=0), SETTINGS)
+    assert any(len({i for i, e in spread.resets if e.task_id == t}) > 1 for t in (0, 1, 2))
 
 
 def test_callbacks_videos_and_timings() -> None:
     plan = plan_episodes([0, 1], 2, {0: 50, 1: 50}, seed=0)
     seen, frames = [], {}
     timings = Timings()
-    results, _ = run(2, plan, on_episode=seen.append,
-                     start_video=lambda e: Recorder(e, frames), timings=timings)
+    results, env = run(2, plan, on_episode=seen.append,
+                       start_video=lambda e: Recorder(e, frames), timings=timings)
     assert sorted((r.task_id, r.trial_id) for r in seen) == [e.key for e in plan]
     # one frame at reset plus one per step taken
     assert frames == {(r.task_id, r.trial_id): (r.length + 1, r.success) for r in results}
     assert all(r.video == f"videos/{(r.task_id, r.trial_id)}" for r in results)
-    assert timings.policy_calls > 0 and timings.env_steps == timings.policy_calls * 2 * 4
+    assert timings.policy_calls > 0 and timings.env_steps == env.stepped > 0
     assert timings.total_s >= timings.policy_s + timings.env_step_s
 
 

@@ -47,6 +47,16 @@ def test_seeds_depend_only_on_seed_task_and_trial() -> None:
     assert 0 <= scene_seed(2**31, 89, 49) < 2**32  # np.random.seed's range
 
 
+def test_a_task_scene_seed_seeds_each_task_once() -> None:
+    plan = plan_episodes([2, 5], 3, {2: 50, 5: 50}, seed=0, task_scene_seed=7)
+    assert [(e.key, e.scene_seed, e.reseed) for e in plan] == [
+        ((2, 0), 7, True), ((2, 1), 7, False), ((2, 2), 7, False),
+        ((5, 0), 7, True), ((5, 1), 7, False), ((5, 2), 7, False)]
+    noise = [e.noise_seed for e in plan_episodes([2, 5], 3, {2: 50, 5: 50}, seed=0)]
+    assert [e.noise_seed for e in plan] == noise  # the policy's noise does not change
+    assert all(e.reseed for e in plan_episodes([2, 5], 3, {2: 50, 5: 50}, seed=0))
+
+
 def test_plan_refuses_more_episodes_than_initial_states() -> None:
     with pytest.raises(DexrlError, match="only 50 initial states") as err:
         plan_episodes([0], 51, {0: 50}, seed=0)

@@ -48,8 +48,9 @@ def test_results_schema(tmp_path: Path) -> None:
     assert loaded["schema"] == "dexrl-eval-results" and loaded["schema_version"] == 1
     for key in ("created", "wall_time_s", "suite", "success_metric", "checkpoint", "config",
                 "seeds", "versions", "git", "command", "per_task", "overall", "episodes",
-                "reference", "comparison"):
+                "reference", "comparison", "complete", "partial", "protocol"):
         assert key in loaded, key
+    assert loaded["complete"] is True and loaded["partial"] is None
     assert set(loaded["episodes"][0]) == {"task_id", "trial_id", "noise_seed", "scene_seed",
                                           "success", "length", "actions_sha256", "env_slot",
                                           "video"}
@@ -123,6 +124,8 @@ def test_compare_pairs_shared_episodes_with_mcnemar() -> None:
     assert test["p_value"] == pytest.approx(1.0)
     assert out["overall"]["delta"] == pytest.approx(1 / 11)
     assert out["config_differences"] == {"max_episode_steps": [220, 300]}
+    # Neither records a protocol (older files): both read as training, with their horizons.
+    assert out["protocol_differences"] == {"max_episode_steps": [220, 300]}
 
 
 def test_compare_refuses_other_suites_and_disjoint_runs() -> None:

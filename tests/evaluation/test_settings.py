@@ -31,9 +31,50 @@ def test_rlinf_checkpoint_defaults_come_from_training(tiny_run: Path) -> None:
     assert 1 <= s.num_envs <= 6
 
 
+def test_rlinf_weights_run_the_training_protocol(tiny_run: Path) -> None:
+    s = settings_of(resolve_checkpoint(tiny_run), **ARGS)
+    assert (s.protocol, s.settle_steps, s.scene_seed, s.deviations) == ("training", 15, None, [])
+    assert s.sources["protocol"] == "default for a rlinf checkpoint on libero_spatial"
+
+
+def test_a_dexbotic_checkpoint_runs_the_published_protocol(tiny_pi0_dir: Path) -> None:
+    s = settings_of(resolve_checkpoint(tiny_pi0_dir), **{**ARGS, "num_envs": 8})
+    assert (s.protocol, s.action_chunk, s.num_steps, s.max_episode_steps) == ("standard", 5,
+                                                                              10, 220)
+    assert (s.settle_steps, s.scene_seed, s.deviations) == (10, 7, [])
+    assert "replan_steps=5" in s.sources["action_chunk"]
+    assert "max_steps per suite" in s.sources["max_episode_steps"]
+    assert s.num_envs == 2 and "capped at 2 (tasks)" in s.sources["num_envs"]  # one env a task
+    off = settings_of(resolve_checkpoint(tiny_pi0_dir), **{
+        **ARGS, "action_chunk": 8, "num_steps": 10, "env_overrides": ["use_rel_reward=false"]})
+    assert off.protocol == "standard" and off.deviations == ["--action-chunk 8",
+                                                             "use_rel_reward=false"]
+    assert not off.protocol_value().exact and s.protocol_value().exact
+
+
+def test_the_standard_protocol_is_libero_s(tiny_pi0_dir: Path) -> None:
+    for protocol, code in (("standard", "eval-protocol-unavailable"),
+                           ("openpi", "eval-protocol-unknown")):
+        with pytest.raises(DexrlError) as err:
+            settings_of(resolve_checkpoint(tiny_pi0_dir), **{**ARGS, "suite": "reach"},
+                        protocol=protocol)
+        assert err.value.code == code and err.value.where == "--protocol"
+    s = settings_of(resolve_checkpoint(tiny_pi0_dir), **{**ARGS, "suite": "reach"})
+    assert s.protocol == "training"
+
+
+def test_no_libero_env_is_stepped_past_robosuite_s_horizon(tiny_pi0_dir: Path) -> None:
+    source = resolve_checkpoint(tiny_pi0_dir)
+    with pytest.raises(DexrlError, match="robosuite's horizon") as err:
+        settings_of(source, **{**ARGS, "max_episode_steps": 987})  # 10 + 987 + 5 - 1 > 1000
+    assert err.value.code == "eval-horizon-too-long" and "986 or less" in err.value.hint
+    assert settings_of(source, **{**ARGS, "max_episode_steps": 986}).max_episode_steps == 986
+
+
 def test_dexbotic_checkpoint_defaults_come_from_the_model_config(tiny_pi0_dir: Path) -> None:
     s = settings_of(resolve_checkpoint(tiny_pi0_dir),
-                         **{**ARGS, "suite": "goal", "num_steps": 2, "num_envs": 50})
+                    **{**ARGS, "suite": "goal", "num_steps": 2, "num_envs": 50},
+                    protocol="training")
     # the model config's 10 actions per call, capped at the tiny checkpoint's chunk of 8
     assert (s.suite, s.action_chunk, s.num_steps, s.max_episode_steps) == ("libero_goal", 8,
                                                                            2, 300)

@@ -69,6 +69,38 @@ def test_bad_task_input_is_one_error_and_writes_nothing(cued_run: Path, tmp_path
     assert not (tmp_path / "out").exists()
 
 
+def test_an_env_failure_is_one_error_and_keeps_what_finished(
+        cued_run: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    from dexrl.bridge.envs import tasks
+    from dexrl.errors import DexrlError
+
+    step_chunk, calls = tasks.TaskVecEnv.step_chunk, []
+
+    def dies(self, actions, busy):  # noqa: ANN001, ANN202 - an env subprocess dies mid-queue
+        calls.append(1)
+        if len(calls) > 2:
+            raise DexrlError("a LIBERO env failed while stepping env 1 (EOFError)",
+                             "see eval.log", code="eval-env-failed")
+        return step_chunk(self, actions, busy)
+
+    monkeypatch.setattr(tasks.TaskVecEnv, "step_chunk", dies)
+    out = tmp_path / "out"
+    result = run("--ckpt", cued_run, "--suite", "reach_cued", "--episodes-per-task", "2",
+                 "--num-envs", "2", "--out", out)
+    assert result.exit_code == 2, result.output
+    assert result.output.count("error:") == 1 and "[eval-env-failed]" in result.output
+    assert "Traceback" not in result.output and "Aborted" not in result.output
+    assert f"the results.json in {out} holds the episodes that finished" in result.output
+    data = json.loads((out / "results.json").read_text())
+    finished = len(data["episodes"])
+    assert data["complete"] is False and 0 < finished < 6
+    assert data["partial"] == {"reason": "a LIBERO env failed while stepping env 1 (EOFError)",
+                               "episodes_planned": 6, "episodes_finished": finished}
+    assert data["overall"]["episodes"] == finished and data["reference"] is None
+    progress = (out / "progress.jsonl").read_text().splitlines()
+    assert len(progress) == 1 + finished  # the header, then each finished episode
+
+
 def test_default_folders_are_named_by_the_overrides(cued_run: Path, tmp_path: Path) -> None:
     """docs/cli.md's masking sequence without --out: each evaluation gets its own folder, named
     by its overrides, and the same command again is refused, not written over."""

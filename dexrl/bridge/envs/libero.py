@@ -66,7 +66,8 @@ class LiberoVecEnv:
     """``num_envs`` LIBERO envs in subprocesses behind the loop's ``VecEnv`` interface.
 
     Args:
-        cfg: The env config (:func:`dexrl.evaluation.settings.env_config`).
+        cfg: The env config (:func:`dexrl.evaluation.settings.env_config`; its ``settle_steps``
+            is dexrl's, the rest RLinf's).
         model_type: The policy's RLinf model type, for RLinf's action post-processing.
         action_chunk: Actions per policy call.
     """
@@ -74,60 +75,102 @@ class LiberoVecEnv:
     def __init__(self, cfg: Any, model_type: str, action_chunk: int) -> None:
         prepare_process()
         register()  # prepare_actions looks the model type up in RLinf's registry
-        from rlinf.envs.libero.libero_env import LiberoEnv
+        from dexrl.bridge.envs.libero_env import EpisodeLiberoEnv
 
         self.num_envs = int(cfg.total_num_envs)
         self._model_type = model_type
         self._chunk = action_chunk
-        self._env = LiberoEnv(cfg, num_envs=self.num_envs, seed_offset=0, total_num_processes=1,
-                              worker_info=None)
-        # The first reset would otherwise replace our (task, trial) choice with RLinf's pool.
-        self._env.is_start = False
+        with _env_failures("starting the envs"):
+            self._env = EpisodeLiberoEnv(cfg, self.num_envs, int(cfg.settle_steps))
         self._first_state = np.concatenate([[0], self._env.cumsum_trial_id_bins[:-1]])
 
     def reset(self, env_ids: Sequence[int], episodes: Sequence[Episode]) -> dict[str, Any]:
         """Start each episode in its env (LIBERO rebuilds a scene only when the task changes).
 
         The initial state fixes every movable object, but LIBERO re-samples fixture placements
-        (cabinets, stoves) from ``np.random`` at each reset. RLinf seeds env ``i`` with
+        (cabinets, stoves) from ``np.random`` at each reset. RLinf would seed env ``i`` with
         ``seed * len(env_ids) + i`` right before resetting, so the same (task, trial) would look
-        different in another slot or batch; each env gets its episode's ``scene_seed`` instead.
+        different in another slot or batch; each env is seeded with its episode's
+        ``scene_seed`` instead, or not at all when the episode continues its task's sequence
+        (``Episode.reseed``).
         """
         state_ids = np.array([self._first_state[e.task_id] + e.trial_id for e in episodes])
-        with self._scene_seeds({i: e.scene_seed for i, e in zip(env_ids, episodes,
-                                                                 strict=True)}):
-            obs, _ = self._env.reset(env_idx=np.asarray(env_ids), reset_state_ids=state_ids)
-        return obs
+        seeds = {i: e.scene_seed for i, e in zip(env_ids, episodes, strict=True) if e.reseed}
+        with _env_failures("resetting " + _names(env_ids)):
+            return self._env.start(env_ids, state_ids, seeds)
 
-    @contextmanager
-    def _scene_seeds(self, seeds: dict[int, int]) -> Iterator[None]:
-        """While resetting, turn RLinf's one-int ``seed(base)`` call into per-env seeds."""
-        vector_env = self._env.env
-        method = type(vector_env).seed
-
-        def seed(base: int) -> Any:
-            return method(vector_env, [seeds.get(i, base + i) for i in range(self.num_envs)])
-
-        vector_env.seed = seed  # shadows the method on this instance only
-        try:
-            yield
-        finally:
-            del vector_env.seed
-
-    def step_chunk(self, actions: np.ndarray) -> ChunkStep:
-        """Post-process the actions as RLinf's env worker does, then step every env."""
+    def step_chunk(self, actions: np.ndarray, busy: Sequence[int]) -> ChunkStep:
+        """Post-process the actions as RLinf's env worker does, then step the busy envs."""
         from rlinf.envs.action_utils import prepare_actions
 
         prepared = prepare_actions(raw_chunk_actions=actions, env_type="libero",
                                    model_type=self._model_type, num_action_chunks=self._chunk,
                                    action_dim=actions.shape[-1])
-        observations, _, terminations, _, _ = self._env.chunk_step(prepared)
+        self._env.busy[:] = False
+        self._env.busy[list(busy)] = True
+        with _env_failures("stepping " + _names(busy)):
+            observations, _, terminations, _, _ = self._env.chunk_step(prepared)
         # auto_reset and ignore_terminations are off: terminations are the raw success flags.
         return ChunkStep(list(observations), np.asarray(terminations, dtype=bool))
 
     def close(self) -> None:
-        """Stop the env subprocesses."""
-        self._env.env.close()
+        """Stop the env subprocesses (a dead one included)."""
+        if hasattr(self, "_env"):
+            self._env.env.close()
+
+
+def _names(env_ids: Sequence[int]) -> str:
+    return "env " + ", ".join(map(str, env_ids)) if len(env_ids) == 1 else \
+        "envs " + ", ".join(map(str, env_ids))
+
+
+@contextmanager
+def _env_failures(doing: str) -> Iterator[None]:
+    """Turn a failure of LIBERO, robosuite or an env subprocess into one coded error (the env's
+    own traceback is in the evaluation's log)."""
+    try:
+        yield
+    except DexrlError:
+        raise
+    except Exception as exc:  # an env subprocess died (EOFError) or robosuite raised
+        what = f"{type(exc).__name__}: {exc}" if str(exc) else type(exc).__name__
+        raise DexrlError(f"a LIBERO env failed while {doing} ({what})",
+                         "the env's own traceback is in the evaluation's eval.log (or on the "
+                         "terminal with --verbose); rerun with --overwrite once it is fixed",
+                         code="eval-env-failed") from None
+
+
+class BusyEnvs:
+    """RLinf's vector env as :class:`dexrl.bridge.envs.libero_env.EpisodeLiberoEnv` (``owner``)
+    shows it to RLinf's ``LiberoEnv``: an all-env ``step`` steps the envs ``owner.busy`` marks
+    only (the idle ones report their last observation, no reward, no success), and ``seed``
+    seeds only the envs ``owner.scene_seeds`` names."""
+
+    def __init__(self, envs: Any, owner: Any) -> None:
+        self._envs = envs
+        self._owner = owner
+
+    def __getattr__(self, name: str) -> Any:
+        return getattr(self._envs, name)
+
+    def seed(self, base: Any = None) -> None:
+        """Seed each env the starting episodes name (RLinf's ``base`` would seed all)."""
+        for i, seed in self._owner.scene_seeds.items():
+            self._envs.workers[i].seed(seed)
+
+    def step(self, action: np.ndarray, id: Any = None) -> tuple[Any, ...]:  # noqa: A002
+        if id is not None:
+            return self._envs.step(action, id)
+        busy = np.flatnonzero(self._owner.busy)
+        obs, reward, done, info = self._envs.step(np.asarray(action)[busy], busy)
+        n = self._owner.num_envs
+        all_obs = list(self._owner.current_raw_obs or [None] * n)
+        all_reward, all_done = np.zeros(n, dtype=reward.dtype), np.zeros(n, dtype=bool)
+        all_info = [{**info[0], "env_id": i} for i in range(n)]
+        for row, i in enumerate(busy):
+            all_obs[i], all_reward[i], all_done[i], all_info[i] = (obs[row], reward[row],
+                                                                   done[row], info[row])
+        return all_obs, all_reward, all_done, np.array(all_info, dtype=object)
 
 
 class LiberoTask:

@@ -42,8 +42,9 @@ class TaskVecEnv:
         return self._env.start(env_ids, [e.task_id for e in episodes],
                                [e.scene_seed for e in episodes])
 
-    def step_chunk(self, actions: np.ndarray) -> Any:
-        """Post-process the actions as RLinf's env worker does, then step every env."""
+    def step_chunk(self, actions: np.ndarray, busy: Sequence[int]) -> Any:
+        """Post-process the actions as RLinf's env worker does, then step every env (a dexrl
+        task has no horizon of its own: stepping an idle env only costs its time)."""
         from rlinf.envs.action_utils import prepare_actions
 
         prepared = prepare_actions(raw_chunk_actions=actions, env_type="libero",
