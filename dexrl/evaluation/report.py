@@ -90,8 +90,8 @@ def protocol_line(protocol: Mapping[str, Any] | None) -> str:
     if name == "standard":
         return ("Protocol: standard with deviations (" + ", ".join(protocol["deviations"])
                 + "): not comparable with published numbers")
-    return ("Protocol: training (the run's own settings, RLinf's 15 settle steps, per-episode "
-            "scene seeds): not the published protocol")
+    return ("Protocol: training (the checkpoint's own settings, a scene seed per episode): not "
+            "the published protocol")
 
 
 def comparison_table(comparison: Mapping[str, Any]) -> Table:
