@@ -39,7 +39,8 @@ STANDARD_SOURCES = {
     "image_flip": f"{OPENPI} img[::-1, ::-1] on both cameras (RLinf's get_libero_image does "
                   "the same)",
     "action_chunk": f"{OPENPI} replan_steps=5 for π0; Dexbotic's example_pi0_libero.yaml and "
-                    "RLinf's Dexbotic docs: π0 5, DM0 10",
+                    "RLinf's Dexbotic docs: π0 5, DM0 10 (dexbotic-benchmark's "
+                    "example_dm0_libero.yaml replans 12)",
     "num_steps": "Dexbotic's and RLinf's LIBERO evaluations of Dexbotic π0/DM0: 10 denoising "
                  "steps",
 }

@@ -21,7 +21,7 @@ from omegaconf import DictConfig
 from dexrl.catalog import get_suite
 from dexrl.checkpoints.policy import load_eval_policy
 from dexrl.checkpoints.sources import CheckpointSource, locate_checkpoint, resolve_checkpoint
-from dexrl.errors import DexrlError
+from dexrl.errors import DexrlError, disk_full
 from dexrl.evaluation import results as res
 from dexrl.evaluation.episode_loop import EpisodeResult, LoopSettings, Timings, run_episodes
 from dexrl.evaluation.episodes import parse_tasks, plan_episodes
@@ -193,7 +193,7 @@ def run(prepared: Prepared, *, command: list[str],
                 _write_partial(prepared, done, timings, time.perf_counter() - started, command,
                                exc)
             if isinstance(exc, DexrlError):
-                raise _with_partial(exc, prepared.out, bool(done)) from None
+                _with_partial(exc, prepared.out, bool(done))
             raise
         finally:
             progress.close()
@@ -208,8 +208,6 @@ def _environment() -> dict[str, Any]:
 
 
 def _disk_full(exc: BaseException) -> bool:
-    from dexrl.errors import disk_full
-
     return isinstance(exc, OSError) and disk_full(exc)
 
 
@@ -226,11 +224,11 @@ def _write_partial(prepared: Prepared, done: list[EpisodeResult], timings: Timin
 
 
 def _with_partial(exc: DexrlError, out: Path, kept: bool) -> DexrlError:
-    """``exc`` with where the finished episodes are."""
+    """``exc``, its hint saying where the finished episodes are."""
     where = (f"the {res.RESULTS_FILE} in {out} holds the episodes that finished, marked partial"
              if kept else f"no episode finished; {out / res.PROGRESS_FILE} has the run's header")
-    return DexrlError(exc.message, f"{exc.hint}; {where}" if exc.hint else where,
-                      code=exc.code, where=exc.where, details=exc.details)
+    exc.hint = f"{exc.hint}; {where}" if exc.hint else where
+    return exc
 
 
 def _finish(prepared: Prepared, outcomes: list[EpisodeResult], timings: Timings, wall: float,

@@ -13,7 +13,7 @@ from typing import Any
 import numpy as np
 from rlinf.envs.libero.libero_env import LiberoEnv
 
-from dexrl.bridge.envs.libero import BusyEnvs
+from dexrl.bridge.envs.busy_envs import BusyEnvs
 
 
 class EpisodeLiberoEnv(LiberoEnv):
