@@ -29,6 +29,8 @@ def test_per_target_table_json_and_blind_bound(cued_run: Path, tmp_path: Path) -
     assert bound["success_rate"] == pytest.approx(1 / 3)
     assert bound["above"] == (data["overall"]["ci95"][0] > 1 / 3)
     assert "Blind bound: 33.3 %" in result.output and "red target" in result.output
+    assert "Protocol: training (the checkpoint's own settings" in result.output
+    assert data["protocol"]["name"] == "training" and data["complete"] is True
     again = run("--ckpt", cued_run, *SMALL, "--out", tmp_path / "b")
     assert again.exit_code == 0, again.output
     replay = json.loads((tmp_path / "b" / "results.json").read_text())
