@@ -9,6 +9,7 @@ import typer
 from dexrl.checkpoints.files.guard import MOVE_ASIDE_FLAG, Verdict, verify_run
 from dexrl.console import console, print_json
 from dexrl.errors import DexrlError
+from dexrl.runs.layout import CONFIG_FILE, checkpoints_dir
 
 EPILOG = """\
 Examples:
@@ -38,9 +39,10 @@ def verify(
                                  f"{SCHEMA}) instead of text."),
 ) -> None:
     """Check a run's checkpoints: each file's size and checksum against its marker."""
-    if not run_dir.is_dir():
-        raise DexrlError("not a run folder", "give the folder `dexrl train` created",
-                         where=str(run_dir), code="verify-not-a-run-folder")
+    if not (run_dir / CONFIG_FILE).is_file() and not checkpoints_dir(run_dir).is_dir():
+        raise DexrlError(f"not a run folder (no {CONFIG_FILE}, no checkpoints/)",
+                         "give the folder `dexrl train` created", where=str(run_dir),
+                         code="verify-not-a-run-folder")
     verdicts = verify_run(run_dir, checksums=not sizes_only)
     good = [v for v in verdicts if v.status not in BAD]
     go_on = resume_command(run_dir, verdicts)

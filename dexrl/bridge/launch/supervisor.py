@@ -165,9 +165,12 @@ class Supervisor:
         path = self._saves.pop(step)
         why = self._unmarked_reason(health)
         if why is None:
-            self._marks.submit(self._mark, path, step)
-        else:
-            self._put("unmarked", step, checkpoint=path, note=why)
+            try:
+                self._marks.submit(self._mark, path, step)
+                return
+            except RuntimeError:  # the launch is ending (shut down): the save stays unmarked
+                why = "the run is ending"
+        self._put("unmarked", step, checkpoint=path, note=why)
 
     def _mark(self, path: Path, step: int) -> None:
         """``on_checkpoint`` in the marking thread; its failure is raised by the main thread
