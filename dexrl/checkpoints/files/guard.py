@@ -142,8 +142,13 @@ def set_aside_unfinished(run_dir: Path, start_step: int) -> list[str]:
     every such folder is this launch's own.
     """
     unfinished = [c for c in in_the_way(run_dir, start_step) if not c.complete]
+    try:
+        moved = move_aside(run_dir, unfinished)
+    except OSError as exc:  # must not mask how the launch ended; the next resume names them
+        return [f"note: could not move {', '.join(c.path.name for c in unfinished)} aside "
+                f"({exc.strerror or exc}); `dexrl resume {run_dir} --move-aside` will"]
     return [f"note: {c.path.name} was left without a completion marker ({c.problem}); moved to "
-            f"{folder}" for c, folder in move_aside(run_dir, unfinished)]
+            f"{folder}" for c, folder in moved]
 
 
 def moved_notes(moved: list[tuple[Checkpoint, Path]]) -> list[str]:

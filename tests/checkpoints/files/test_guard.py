@@ -117,3 +117,17 @@ def test_verify_names_each_step_s_state(tmp_path: Path) -> None:
         (2, "ok"), (4, "unlisted"), (6, "damaged"), (8, "incomplete")]
     assert verdicts[2].detail.startswith(f"{WEIGHTS} has xxh3_64")
     assert verify_run(run, checksums=False)[2].status == "ok"  # sizes alone cannot see it
+
+
+def test_a_move_that_fails_at_the_end_of_a_launch_is_a_note_not_a_new_error(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    run = _run(tmp_path, (2,), unmarked=(4,))
+
+    def refuse(src: object, dst: object) -> None:
+        raise PermissionError(13, "Permission denied")
+
+    monkeypatch.setattr("dexrl.checkpoints.files.guard.os.rename", refuse)
+    assert set_aside_unfinished(run, 0) == [
+        f"note: could not move global_step_4 aside (Permission denied); `dexrl resume {run} "
+        "--move-aside` will"]
+    assert [c.step for c in list_checkpoints(run)] == [2, 4]
