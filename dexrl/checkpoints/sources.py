@@ -264,7 +264,9 @@ def _run_source(path: Path, base: str | Path | None) -> CheckpointSource:
 
 def _use(good: Checkpoint) -> str:
     """How eval and export use another step of a run (the hint of a damaged one)."""
-    return f"dexrl eval {good.path}` or `dexrl export {good.path} --out DIR"
+    suite = read_manifest(run_of_step(good.path)).get("suite") or "SUITE"
+    return (f"dexrl eval --ckpt {good.path} --suite {suite}` or `dexrl export {good.path} "
+            "--out DIR")
 
 
 def _dexbotic_source(kind: str, path: Path) -> CheckpointSource:

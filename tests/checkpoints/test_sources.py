@@ -175,6 +175,14 @@ def test_a_step_changed_after_it_was_marked_is_refused_naming_the_file(
     assert "no earlier checkpoint of this run is good" in err.value.hint
     with pytest.raises(DexrlError, match="checkpoint-damaged|damaged"):
         resolve_checkpoint(run / "checkpoints/global_step_2")  # the step folder itself too
+    first = Path(shutil.copytree(tiny_run / "checkpoints/global_step_2",
+                                 run / "checkpoints/global_step_1"))
+    mark_complete(first, 1)
+    with pytest.raises(DexrlError) as err:
+        resolve_checkpoint(run)
+    assert err.value.hint == (
+        f"the last good checkpoint is global_step_1: `dexrl eval --ckpt {first} --suite "
+        f"libero_spatial` or `dexrl export {first} --out DIR`")
 
 
 def test_training_weights_that_do_not_fit_the_network(tiny_run: Path, tmp_path: Path) -> None:
