@@ -40,6 +40,8 @@ VERBS: dict[str, tuple[str, str]] = {
                "Turn an RLinf training checkpoint into a Dexbotic-layout checkpoint folder."),
     "plot": ("dexrl.commands.plot",
              "Draw runs' learning curves (success, return, losses, KL, time split) as one PNG."),
+    "verify": ("dexrl.commands.verify",
+               "Check a run's checkpoints: each file's size and checksum against its marker."),
 }
 _CONTEXT = {"help_option_names": ["-h", "--help"]}
 _JSON_META = "dexrl.json"  # ctx.meta key: the running verb was given --json

@@ -22,8 +22,9 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from dexrl.checkpoints.files.guard import check_intact
 from dexrl.checkpoints.files.layout import read_json
-from dexrl.checkpoints.files.steps import is_complete, pick_checkpoint, skipped
+from dexrl.checkpoints.files.steps import Checkpoint, checkpoint_at, pick_checkpoint, skipped
 from dexrl.checkpoints.verify import checkpoint_model_type
 from dexrl.config.run_paths import open_run, recorded_model_path, training_facts
 from dexrl.config.settings import Settings
@@ -248,16 +249,24 @@ def _run_source(path: Path, base: str | Path | None) -> CheckpointSource:
     run = open_run(path)
     chosen = pick_checkpoint(run.dir, purpose="use")
     step_dir = chosen.path
+    checked = check_intact(run.dir, chosen, _use)  # a missing file is damage where listed
     if not (step_dir / WEIGHTS_IN_STEP).is_file():
         raise DexrlError(f"the run's latest complete checkpoint {step_dir.name} has no full "
                          f"weights ({WEIGHTS_IN_STEP})",
                          "pass another step's folder (checkpoints/global_step_N)",
                          where=str(step_dir), code="checkpoint-no-full-weights")
-    notes = skipped(run.dir, chosen) + ([f"note: the run folder was at {run.moved_from}; "
-                                         f"its paths now point into {run.dir}"]
-                                        if run.moved_from else [])
+    notes = checked + skipped(run.dir, chosen) + ([f"note: the run folder was at "
+                                                   f"{run.moved_from}; its paths now point "
+                                                   f"into {run.dir}"] if run.moved_from else [])
     return _rlinf_source("run", path, step_dir / WEIGHTS_IN_STEP, step_dir, base,
                          run_config=run.config, notes=tuple(notes))
+
+
+def _use(good: Checkpoint) -> str:
+    """How eval and export use another step of a run (the hint of a damaged one)."""
+    suite = read_manifest(run_of_step(good.path)).get("suite") or "SUITE"
+    return (f"dexrl eval --ckpt {good.path} --suite {suite}` or `dexrl export {good.path} "
+            "--out DIR")
 
 
 def _dexbotic_source(kind: str, path: Path) -> CheckpointSource:
@@ -286,8 +295,10 @@ def _rlinf_source(kind: str, given: Path, weights: Path, step_dir: Path | None,
     run_dir = run_of_step(step_dir) if step_dir is not None else None
     cfg = run_config
     if cfg is None and run_dir is not None and (run_dir / CONFIG_FILE).is_file():
-        if not is_complete(step_dir):
-            pick_checkpoint(run_dir, checkpoint_step(step_dir))  # raises: incomplete
+        checkpoint = checkpoint_at(step_dir)
+        if not checkpoint.complete:
+            pick_checkpoint(run_dir, checkpoint.step)  # raises: incomplete
+        notes = (*notes, *check_intact(run_dir, checkpoint, _use))
         cfg = open_run(run_dir).config
     if base is not None:
         model_dir, base_from = Path(base).expanduser().resolve(), "--base"

@@ -10,6 +10,7 @@ from typing import Any
 import typer
 
 from dexrl.bridge.launch.spec import LaunchOptions
+from dexrl.checkpoints.files.guard import MOVE_ASIDE_FLAG, would_move_notes
 from dexrl.commands import options
 from dexrl.console import console, print_json
 from dexrl.training.session import (
@@ -39,6 +40,11 @@ Examples:
       A run stopped (Ctrl-C, a failure) before its first complete checkpoint starts again from
       step 0 in its folder, with its saved config.
 
+  dexrl resume runs/my_run --step 100 --move-aside
+      Checkpoint folders after step 100, or without a valid completion marker (a killed
+      driver's cut-short save), are refused until moved: --move-aside moves them into
+      runs/my_run/set-aside/<time>/ (nothing is deleted) and continues.
+
   dexrl resume runs/my_run runner.max_steps=600 --dry-run --json | jq .config_changes
       The dry run as one JSON document (schema dexrl.resume-plan/1); --json needs --dry-run.
 """
@@ -51,6 +57,10 @@ def resume(
     step: int = typer.Option(None, "--step", min=0, help="Resume from this checkpoint step."),
     allow_changes: bool = typer.Option(False, "--allow-changes",
                                        help="Accept overrides that change the experiment."),
+    move_aside: bool = typer.Option(False, MOVE_ASIDE_FLAG, help="Move the checkpoint folders "
+                                    "the run would write over or pass over (later steps, "
+                                    "incomplete ones) into RUN_DIR/set-aside/<time>/ first; "
+                                    "nothing is deleted."),
     ray_address: str = options.ray_address(),
     dry_run: bool = typer.Option(False, "--dry-run", help="Show what would continue, from which "
                                  "step, with which config changes; start and write nothing."),
@@ -70,11 +80,12 @@ def resume(
                                         as_data="what would continue")
     resumption = prepare_resume(ResumeRequest(
         run_dir, step=step, allow_changes=allow_changes, overrides=tuple(overrides or ()),
-        launch=LaunchOptions(ray_address=ray_address, verbose=verbose,
+        move_aside=move_aside, launch=LaunchOptions(ray_address=ray_address, verbose=verbose,
                              stall_timeout=stall_timeout)))
     checkpoint, out = resumption.checkpoint, console()
     steps = f"steps {resumption.from_step + 1} to {resumption.total} of {resumption.total}"
     if dry_run:
+        resumption.notes += would_move_notes(resumption.in_the_way)
         diff = config_diff(resumption.old, resumption.new)
         if as_json:
             print_json(PLAN_SCHEMA, run_dir=resumption.dir,

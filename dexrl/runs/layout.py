@@ -9,6 +9,7 @@ A run folder::
     logs/driver.log               RLinf's and the workers' output
     tensorboard/, video/          RLinf's logger and env videos
     checkpoints/global_step_N/    RLinf checkpoints, complete once ``dexrl_complete.json`` is in
+    set-aside/<time>/global_step_N/  checkpoints moved out of a resume's way (never deleted)
 """
 
 from __future__ import annotations
@@ -32,6 +33,7 @@ EVALS = "eval"  # `dexrl eval` of the run's checkpoints
 CHECKPOINTS = "checkpoints"
 STEP_PREFIX = "global_step_"
 MARKER = "dexrl_complete.json"  # written last, after RLinf's save returned
+SET_ASIDE = "set-aside"  # checkpoint folders moved out of a resume's way
 # What RLinf 0.3.0 saves inside a step folder for the actor: the whole training state.
 WEIGHTS_IN_STEP = Path("actor") / "model_state_dict" / "full_weights.pt"
 
@@ -63,6 +65,16 @@ def check_new_run_dir(path: Path) -> None:
 def checkpoints_dir(run_dir: Path) -> Path:
     """Where a run's checkpoints live: ``<run_dir>/checkpoints``."""
     return Path(run_dir) / CHECKPOINTS
+
+
+def set_aside_dir(run_dir: Path) -> Path:
+    """A new folder for checkpoints moved out of the way now: ``<run_dir>/set-aside/<time>``."""
+    base = Path(run_dir) / SET_ASIDE / time.strftime("%Y%m%d-%H%M%S")
+    folder, n = base, 1
+    while folder.exists():
+        n += 1
+        folder = base.with_name(f"{base.name}-{n}")
+    return folder
 
 
 def step_dir(run_dir: Path, step: int) -> Path:

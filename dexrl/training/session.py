@@ -19,6 +19,12 @@ from typing import TYPE_CHECKING
 
 from dexrl.bridge.launch.spec import LaunchOptions, LaunchSpec
 from dexrl.catalog import get_policy, load_reference
+from dexrl.checkpoints.files.guard import (
+    check_resume,
+    move_aside,
+    moved_notes,
+    set_aside_unfinished,
+)
 from dexrl.checkpoints.files.steps import last_complete, resume_point, skipped
 from dexrl.checkpoints.verify import check_checkpoint_dir
 from dexrl.cluster import check_address
@@ -64,6 +70,7 @@ class ResumeRequest:
     allow_changes: bool = False
     overrides: tuple[str, ...] = ()
     launch: LaunchOptions = field(default_factory=LaunchOptions)
+    move_aside: bool = False  # --move-aside: the checkpoint folders in the way
 
 
 def gpus_per_node(smoke: bool, visible: int, asked: int | None = None) -> int:
@@ -126,7 +133,10 @@ def run(spec: LaunchSpec) -> int:
     try:
         code = bridge.launch(spec, on_progress=printer)
     except DexrlError as exc:
+        exc.details += set_aside_unfinished(spec.run_dir, spec.start_step)
         raise with_plan_facts(exc, spec) from None
+    for line in set_aside_unfinished(spec.run_dir, spec.start_step):
+        printer.console.print(line, markup=False)
     printer.curves()  # RLinf closed its TensorBoard writer: the last step is on disk now
     if code:
         printer.console.print(interrupted_note(spec.run_dir), markup=False)
@@ -334,7 +344,8 @@ class Resumption:
     total: int  # the step the run stops at
     smoke: bool
     per_node: int  # GPUs per node the config was checked for
-    notes: list[str]  # what happened to the folder before: story, skipped steps, a move
+    notes: list[str]  # what happened to the folder before: story, a move, what is in the way
+    in_the_way: list[Checkpoint] = field(default_factory=list)  # for --move-aside
 
     @property
     def from_step(self) -> int:
@@ -346,7 +357,9 @@ def prepare_resume(request: ResumeRequest) -> Resumption:
     """Open a run folder, pick its checkpoint and check the changed config; writes nothing.
 
     A run folder with no complete checkpoint yet (stopped before its first save) and no
-    ``--step`` starts again from step 0, in the same folder with its saved config.
+    ``--step`` starts again from step 0, in the same folder with its saved config. A damaged
+    checkpoint, and checkpoint folders the run would write over or pass over (unless
+    ``--move-aside``), are refused (:func:`~dexrl.checkpoints.files.guard.check_resume`).
     """
     from omegaconf import OmegaConf
 
@@ -362,6 +375,7 @@ def prepare_resume(request: ResumeRequest) -> Resumption:
                            "the checkpoint")
     opened = open_run(request.run_dir)
     checkpoint = resume_point(opened.dir, request.step)
+    checked, in_the_way = check_resume(opened.dir, checkpoint, move=request.move_aside)
     old = opened.config
     new = OmegaConf.create(OmegaConf.to_container(old))
     OmegaConf.set_struct(new, True)
@@ -376,12 +390,11 @@ def prepare_resume(request: ResumeRequest) -> Resumption:
                                                                    cpu_only=smoke), s))
     total = check_steps_left(new, checkpoint.step if checkpoint else 0, request.run_dir)
     notes = [line[0].upper() + line[1:] + "." for line in story(opened.dir)]
-    notes += skipped(opened.dir, checkpoint, restart=checkpoint is None)
     if opened.moved_from is not None:
         notes.append(f"note: the run folder was at {opened.moved_from}; its paths now point "
                      f"into {opened.dir}")
     return Resumption(request, opened.dir, checkpoint, old, new, owned, total, smoke, per_node,
-                      notes)
+                      notes + checked, in_the_way)
 
 
 def start_resume(resumption: Resumption) -> LaunchSpec:
@@ -400,5 +413,6 @@ def start_resume(resumption: Resumption) -> LaunchSpec:
                          where=str(run_dir), code="run-in-use")
     cfg = resolved(resumption.new)
     save_config(run_dir, cfg)
+    resumption.notes += moved_notes(move_aside(run_dir, resumption.in_the_way))
     return LaunchSpec(cfg, run_dir, resumption.smoke, resumption.checkpoint, resumption.total,
                       options, gpus_per_node=resumption.per_node)

@@ -369,8 +369,10 @@ def test_events_arrive_in_order_and_checkpoints_get_marked(tmp_path: Path) -> No
         supervisor.step_done(2, 2, {})
 
     supervisor.run(loop)
-    assert [(p.kind, p.step) for p in seen] == [("ready", 0), ("step", 1), ("checkpoint", 1),
-                                                ("step", 2)]
+    # the marker is written off RLinf's loop: its event may come after the next step's
+    assert sorted((p.kind, p.step) for p in seen) == [("checkpoint", 1), ("ready", 0),
+                                                      ("step", 1), ("step", 2)]
+    assert [p.kind for p in seen if p.kind != "checkpoint"] == ["ready", "step", "step"]
     assert (ckpt / MARKER).is_file() and not (empty / MARKER).exists()
     assert seen[1].metrics == {"time/step": 3.0, "env/success_once": 0.5}
 

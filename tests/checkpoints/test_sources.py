@@ -152,9 +152,37 @@ def test_bad_checkpoints(tiny_run: Path, tmp_path: Path, setup: str, code: str) 
     else:
         target = tmp_path / "model.txt"
         target.write_text("x")
+    if setup in ("no_weights", "corrupt", "not_tensors"):  # saved so: the marker lists it
+        mark_complete(weights.parents[2], 2)
     with pytest.raises(DexrlError) as err:
         load_eval_policy(resolve_checkpoint(target), "cpu")
     assert err.value.code == code
+
+
+def test_a_step_changed_after_it_was_marked_is_refused_naming_the_file(
+        tiny_run: Path, tmp_path: Path) -> None:
+    """The marker's sizes and checksums catch what the weights' loader would find later (or
+    never: a flipped byte loads)."""
+    run = Path(shutil.copytree(tiny_run, tmp_path / "run"))
+    weights = run / "checkpoints/global_step_2" / WEIGHTS_IN_STEP
+    data = bytearray(weights.read_bytes())
+    data[len(data) // 2] ^= 0xFF
+    weights.write_bytes(bytes(data))
+    with pytest.raises(DexrlError) as err:
+        resolve_checkpoint(run)
+    assert err.value.code == "checkpoint-damaged"
+    assert "actor/model_state_dict/full_weights.pt has xxh3_64" in err.value.message
+    assert "no earlier checkpoint of this run is good" in err.value.hint
+    with pytest.raises(DexrlError, match="checkpoint-damaged|damaged"):
+        resolve_checkpoint(run / "checkpoints/global_step_2")  # the step folder itself too
+    first = Path(shutil.copytree(tiny_run / "checkpoints/global_step_2",
+                                 run / "checkpoints/global_step_1"))
+    mark_complete(first, 1)
+    with pytest.raises(DexrlError) as err:
+        resolve_checkpoint(run)
+    assert err.value.hint == (
+        f"the last good checkpoint is global_step_1: `dexrl eval --ckpt {first} --suite "
+        f"libero_spatial` or `dexrl export {first} --out DIR`")
 
 
 def test_training_weights_that_do_not_fit_the_network(tiny_run: Path, tmp_path: Path) -> None:
@@ -164,6 +192,7 @@ def test_training_weights_that_do_not_fit_the_network(tiny_run: Path, tmp_path: 
     state["model.extra.weight"] = torch.zeros(2)
     del state["model.action_out_proj.bias"]
     torch.save(state, weights)
+    mark_complete(weights.parents[2], 2)  # saved so
     with pytest.raises(DexrlError) as err:
         load_eval_policy(resolve_checkpoint(run), "cpu")
     assert err.value.code == "model-weights-mismatch"

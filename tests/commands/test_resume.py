@@ -100,13 +100,18 @@ def test_start_resume_refuses_while_a_live_dexrl_process_runs_the_folder(bare: P
 
 def test_dry_run_says_it_would_start_again_and_writes_nothing(stopped: Path) -> None:
     before = tree(stopped.parent)
-    result = run("resume", stopped, "--dry-run")
+    result = run("resume", stopped, "--dry-run")  # a killed driver's cut-short save: refused
+    assert result.exit_code == 2, result.output
+    assert ("1 checkpoint folder(s) would be written over or passed over: global_step_1 "
+            "(interrupted save, no dexrl_complete.json) [resume-checkpoints-in-the-way]"
+            ) in result.stderr
+    result = run("resume", stopped, "--dry-run", "--move-aside")
     assert result.exit_code == 0, result.output
     lines = result.stdout.splitlines()
     assert lines[0] == (f"Would start {stopped} again from step 0: steps 1 to 3 of 3; it has no "
                         "complete checkpoint yet. Nothing was started or written.")
-    assert ("note: global_step_1 is incomplete (interrupted save, no dexrl_complete.json); "
-            "passed over, starting again from step 0") in lines
+    assert ("note: --move-aside would move global_step_1 (interrupted save, no "
+            f"dexrl_complete.json) into {stopped / 'set-aside'}/") in lines
     assert "runner.resume_dir" not in result.stdout  # None before and after: no change
     assert tree(stopped.parent) == before
 
@@ -158,10 +163,17 @@ def test_resume_starts_the_run_again_and_says_so(stopped: Path,
 
     monkeypatch.setattr("dexrl.commands.resume.run", fake_run)
     result = run("resume", stopped)
+    assert result.exit_code == 2 and not launched, result.output
+    assert (stopped / "checkpoints" / "global_step_1").is_dir()
+    result = run("resume", stopped, "--move-aside")
     assert result.exit_code == 0, result.output
     lines = result.stdout.splitlines()
     assert lines[0] == f"Starting {stopped} again from step 0: it has no complete checkpoint yet"
-    assert lines[1].startswith("note: global_step_1 is incomplete")
+    [aside] = (stopped / "set-aside").iterdir()
+    assert ("note: moved global_step_1 (interrupted save, no dexrl_complete.json) "
+            f"to {aside / 'global_step_1'}") in lines
+    assert (aside / "global_step_1" / "actor").is_dir()  # moved whole, nothing deleted
+    assert not (stopped / "checkpoints" / "global_step_1").exists()
     [ready] = launched
     assert ready.resume_from is None and ready.total == 3
     check_run_folder(ready.cfg, stopped, None)

@@ -49,6 +49,10 @@ STEP_2_MARKERS = [
     ('{"step": 2}', "dexrl_complete.json lacks its fields"),
     ('{"step": "2", "written": "2026-11-24T10:00:00"}', "dexrl_complete.json lacks its fields"),
     ('{"step": 1, "written": "2026-11-24T10:00:00"}', "dexrl_complete.json names step 1, not 2"),
+    ('{"step": 2, "written": "2026-11-24T10:00:00", "hash": "xxh3_64", "files": []}',
+     "dexrl_complete.json is malformed: its file list is not an object"),
+    ('{"step": 2, "written": "2026-11-24T10:00:00", "hash": "md5", "files": {}}',
+     "dexrl_complete.json is malformed: its checksums are 'md5'"),
 ]
 
 
@@ -59,12 +63,19 @@ def test_a_marker_that_does_not_vouch_leaves_its_step_incomplete(
     (step_2 / MARKER).write_text(marker)
     assert latest_checkpoint(two_steps).name == "global_step_1"
 
-    result = run("resume", two_steps, "--dry-run")
+    before = tree(two_steps.parent)
+    result = run("resume", two_steps, "--dry-run")  # never passed over silently
+    assert result.exit_code == 2, result.output
+    assert "[resume-checkpoints-in-the-way]" in result.stderr
+    assert f"would be written over or passed over: global_step_2 ({why}" in result.stderr
+    assert "--move-aside" in result.stderr and "nothing is deleted" in result.stderr
+    result = run("resume", two_steps, "--dry-run", "--move-aside")
     assert result.exit_code == 0, result.output
     assert f"Would resume {two_steps} from global_step_1:" in result.stdout
-    assert f"note: global_step_2 is incomplete ({why}" in result.stdout
+    assert f"note: --move-aside would move global_step_2 ({why}" in result.stdout
+    assert tree(two_steps.parent) == before
 
-    before = tree(two_steps.parent)
+
     result = run("eval", "--ckpt", step_2, "--suite", "libero_spatial")
     assert result.exit_code == 2, result.output
     [error] = [line for line in result.stderr.splitlines() if line.startswith("error:")]
@@ -98,12 +109,17 @@ def test_no_complete_checkpoint_says_why_each_is_incomplete(two_steps: Path,
     assert "global_step_1 is incomplete (dexrl_complete.json lacks its fields" in result.stderr
     assert "global_step_2 is incomplete (interrupted save, no dexrl_complete.json)" in (
         result.stderr)
-    # resume starts such a run again from step 0, passing both over
+    # resume does not start such a run again from step 0 over them, unless told to move them
     result = run("resume", two_steps, "--dry-run")
+    assert result.exit_code == 2, result.output
+    assert ("2 checkpoint folder(s) would be written over or passed over: global_step_1 "
+            "(dexrl_complete.json lacks its fields") in result.stderr
+    assert "and starts the run again from step 0" in result.stderr
+    result = run("resume", two_steps, "--dry-run", "--move-aside")
     assert result.exit_code == 0, result.output
     assert f"Would start {two_steps} again from step 0: steps 1 to 5 of 5" in result.stdout
-    assert ("global_step_1 is incomplete (dexrl_complete.json lacks its fields (an integer step "
-            "and a written time)); passed over, starting again from step 0") in result.stdout
+    assert ("--move-aside would move global_step_1 (dexrl_complete.json lacks its fields (an "
+            "integer step and a written time))") in result.stdout
 
 
 # A process killed between the steps of mark_complete -----------------------------------------
@@ -151,8 +167,9 @@ def test_a_process_killed_while_marking_never_leaves_an_incomplete_step_picked(
     done = subprocess.run([sys.executable, "-c", KILLER, point, str(step_2)], check=False)
     assert done.returncode == (0 if point == "never" else -9)
     assert latest_checkpoint(two_steps).name == f"global_step_{picked}"
-    result = run("resume", two_steps, "--dry-run")
+    result = run("resume", two_steps, "--dry-run", "--move-aside")
     assert f"from global_step_{picked}:" in result.stdout, result.output
+    assert ("would move global_step_2" in result.stdout) == (picked == 1)
     # What a killed writer can leave is hidden and never read as the marker.
     assert {p.name for p in step_2.iterdir()} - {"actor", MARKER} <= {
         p.name for p in step_2.glob(".dexrl_complete.*.tmp.json")}
@@ -178,7 +195,7 @@ def test_a_garbage_run_state_is_named_and_what_dexrl_assumes_is_said(
         two_steps: Path, content: str, why: str) -> None:
     state = two_steps / STATE_FILE
     state.write_text(content)
-    result = run("resume", two_steps, "--dry-run")
+    result = run("resume", two_steps, "--dry-run", "--move-aside")
     assert result.exit_code == 0, result.output
     line = next(line for line in result.stdout.splitlines() if STATE_FILE in line)
     assert line.startswith(f"{state} is unusable ({why}")

@@ -83,11 +83,11 @@ def test_resume_dry_run_of_a_moved_run_writes_nothing(smoke_like_run: Path, tmp_
     target = moved(smoke_like_run, tmp_path)
     (target / "checkpoints" / "global_step_2" / "actor").mkdir(parents=True)  # interrupted save
     before = {p: p.stat().st_mtime_ns for p in target.rglob("*")}
-    result = run("resume", target, "runner.max_steps=3", "--dry-run")
+    result = run("resume", target, "runner.max_steps=3", "--dry-run", "--move-aside")
     assert result.exit_code == 0, result.output
     out = result.stdout
     assert f"Would resume {target} from global_step_1: steps 2 to 3 of 3" in out
-    assert "global_step_2 is incomplete" in out
+    assert "--move-aside would move global_step_2 (interrupted save" in out
     assert f"the run folder was at {smoke_like_run}" in out
     assert "runner.max_steps: 1 -> 3" in out
     assert (f"runner.resume_dir: None -> '{target / 'checkpoints' / 'global_step_1'}'  "

@@ -6,6 +6,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
+import pytest
 from omegaconf import OmegaConf
 
 from dexrl.bridge.launch.spec import LaunchOptions, LaunchSpec
@@ -13,7 +14,7 @@ from dexrl.checkpoints.files.steps import mark_complete
 from dexrl.config.compose import compose
 from dexrl.errors import DexrlError, disk_full_error
 from dexrl.runs.state import Tracker
-from dexrl.training.session import gpus_per_node, interrupted_note, with_plan_facts
+from dexrl.training.session import gpus_per_node, interrupted_note, run, with_plan_facts
 
 
 def _ready(tiny_pi0_dir: Path, run_dir: Path) -> LaunchSpec:
@@ -59,3 +60,35 @@ def test_the_flag_wins_then_smoke_then_this_node_then_eight() -> None:
     assert gpus_per_node(smoke=True, visible=0) == 1
     assert gpus_per_node(smoke=False, visible=2) == 2
     assert gpus_per_node(smoke=False, visible=0) == 8
+
+
+@pytest.mark.parametrize("ending", ["interrupted", "failed"])
+def test_a_launch_that_ends_alive_moves_its_cut_short_save_aside(
+        tiny_pi0_dir: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch,
+        capsys: pytest.CaptureFixture[str], ending: str) -> None:
+    """Ctrl-C during a save: dexrl's own stop knows the save was cut short, so the next resume
+    needs no flag; the complete step stays."""
+    from dexrl.checkpoints.files.steps import list_checkpoints
+
+    def launch(spec: LaunchSpec, on_progress: object = None) -> int:
+        for step in (2, 4):
+            (spec.run_dir / "checkpoints" / f"global_step_{step}" / "actor").mkdir(parents=True)
+        mark_complete(spec.run_dir / "checkpoints" / "global_step_2", 2)
+        if ending == "failed":
+            raise DexrlError("a worker died", "resume", code="training-worker-failed")
+        return 130
+
+    monkeypatch.setattr("dexrl.bridge.launch.driver.launch", launch)
+    monkeypatch.setattr("dexrl.training.progress.ProgressPrinter.curves", lambda self: None)
+    if ending == "failed":
+        with pytest.raises(DexrlError) as err:
+            run(_ready(tiny_pi0_dir, tmp_path))
+        notes = err.value.details
+    else:
+        assert run(_ready(tiny_pi0_dir, tmp_path)) == 130
+        notes = capsys.readouterr().out.splitlines()
+    assert [c.step for c in list_checkpoints(tmp_path)] == [2]
+    [aside] = (tmp_path / "set-aside").iterdir()
+    assert (aside / "global_step_4" / "actor").is_dir()
+    assert any(line.startswith("note: global_step_4 was left without a completion marker "
+                               "(interrupted save") for line in notes)

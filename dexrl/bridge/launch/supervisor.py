@@ -18,6 +18,7 @@ import threading
 import time
 import traceback
 from collections.abc import Callable
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -117,6 +118,9 @@ class Supervisor:
         self._health: dict[int, StepHealth] = {}
         self._diverged: Divergence | None = None
         self._ready = False
+        # Marking reads every byte of the step (its checksums): one thread, off RLinf's loop.
+        self._marks = ThreadPoolExecutor(1, thread_name_prefix="dexrl-mark")
+        self._mark_error: tuple[Path, BaseException] | None = None
 
     # RunListener (called from the runner thread) ---------------------------------------------
     def workers_ready(self) -> None:
@@ -161,10 +165,32 @@ class Supervisor:
         path = self._saves.pop(step)
         why = self._unmarked_reason(health)
         if why is None:
+            try:
+                self._marks.submit(self._mark, path, step)
+                return
+            except RuntimeError:  # the launch is ending (shut down): the save stays unmarked
+                why = "the run is ending"
+        self._put("unmarked", step, checkpoint=path, note=why)
+
+    def _mark(self, path: Path, step: int) -> None:
+        """``on_checkpoint`` in the marking thread; its failure is raised by the main thread
+        (and no later step is marked: the run is failing)."""
+        if self._mark_error is not None:
+            return
+        try:
             self.on_checkpoint(path, step)
-            self._put("checkpoint", step, checkpoint=path)
-        else:
-            self._put("unmarked", step, checkpoint=path, note=why)
+        except Exception as exc:  # noqa: BLE001 - reported by the main thread
+            self._mark_error = (path, exc)
+            return
+        self._put("checkpoint", step, checkpoint=path)
+
+    def _mark_failure(self, path: Path, exc: BaseException) -> DexrlError:
+        if disk_full(exc):
+            return self._disk_full(disk_full_folder(exc, self.run_dir))
+        return DexrlError(f"could not mark {path.name} complete: {type(exc).__name__}: {exc}",
+                          f"{last_complete_fact(self.run_dir)}; fix the cause, then "
+                          f"`dexrl resume {self.run_dir} --move-aside`", where=str(path),
+                          code="checkpoint-mark-failed")
 
     def _unmarked_reason(self, health: StepHealth) -> str | None:
         if self.stop is not None and self.stop.requested.is_set():
@@ -192,7 +218,10 @@ class Supervisor:
         self._thread = threading.Thread(target=body, name="rlinf-runner", daemon=True)
         self._thread.start()
         with _HealthWatch(self._unhealthy, self.health_check_s) as health:
-            self._watch(outcome, health)
+            try:
+                self._watch(outcome, health)
+            finally:  # a marker being written is finished before the launch ends
+                self._marks.shutdown(wait=True)
 
     def _watch(self, outcome: _Outcome, health: _HealthWatch) -> None:
         last_event = time.monotonic()
@@ -203,8 +232,13 @@ class Supervisor:
                 self._deliver(event)
                 continue
             self._check_stops()
+            if self._mark_error is not None:
+                raise self._mark_failure(*self._mark_error)
             if not self._thread.is_alive():  # workers dropped by the loop's end look dead
+                self._marks.shutdown(wait=True)
                 self._drain()
+                if self._mark_error is not None:
+                    raise self._mark_failure(*self._mark_error)
                 self._check_stops()
                 if self.failure.event.is_set():
                     raise self._worker_failure()

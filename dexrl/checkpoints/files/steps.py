@@ -1,13 +1,17 @@
 """RLinf's checkpoint folders of a run: which are complete (their marker vouches for them), which
-one resume, eval and export use, and the marker written once RLinf's save returned."""
+one resume, eval and export use, and the marker written once RLinf's save returned (with every
+file of the step, its size and checksum: :mod:`dexrl.checkpoints.files.proof`)."""
 
 from __future__ import annotations
 
 import json
 import time
+from collections.abc import Mapping
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
+from dexrl.checkpoints.files.proof import HASH, files_problem, inventory
 from dexrl.errors import DexrlError
 from dexrl.runs.durable import sync_tree, write_json
 from dexrl.runs.layout import MARKER, checkpoint_step, checkpoints_dir
@@ -21,11 +25,14 @@ class Checkpoint:
         step: N of ``global_step_N``.
         path: The folder.
         problem: Why it is incomplete (see :func:`marker_problem`); None when it is complete.
+        files: The marker's file list (path in the step -> size and checksum); None for an
+            incomplete step and for a marker written before dexrl recorded files.
     """
 
     step: int
     path: Path
     problem: str | None
+    files: Mapping[str, Mapping[str, Any]] | None = None
 
     @property
     def complete(self) -> bool:
@@ -33,30 +40,45 @@ class Checkpoint:
         return self.problem is None
 
 
-def marker_problem(checkpoint: Path) -> str | None:
-    """Why the :data:`MARKER` of ``checkpoint`` (``.../global_step_N``) does not vouch for it.
+def read_marker(checkpoint: Path) -> tuple[str | None, dict[str, Any] | None]:
+    """The :data:`MARKER` of ``checkpoint`` (``.../global_step_N``): why it does not vouch for
+    the folder (None when it does), and its file list (None without one).
 
     A marker vouches when it is a JSON object with ``step`` (an integer equal to the folder's N)
-    and ``written`` (a time stamp), as :func:`mark_complete` writes it. None when it vouches.
+    and ``written`` (a time stamp), and, where it has ``files`` (every marker
+    :func:`mark_complete` writes now), a well-formed list of them. Markers written before dexrl
+    recorded files (only ``step`` and ``written``) still vouch, without a file list.
     """
     path = Path(checkpoint) / MARKER
     try:
         text = path.read_text(encoding="utf-8")
     except FileNotFoundError:
-        return f"interrupted save, no {MARKER}"
+        return f"interrupted save, no {MARKER}", None
     except (OSError, UnicodeDecodeError) as exc:
-        return f"{MARKER} cannot be read: {exc}"
+        return f"{MARKER} cannot be read: {exc}", None
     try:
         data = json.loads(text)
     except ValueError:
-        return f"{MARKER} is " + ("empty" if not text.strip() else "not valid JSON")
+        return f"{MARKER} is " + ("empty" if not text.strip() else "not valid JSON"), None
     step = data.get("step") if isinstance(data, dict) else None
     if not isinstance(step, int) or isinstance(step, bool) \
             or not isinstance(data.get("written"), str):
-        return f"{MARKER} lacks its fields (an integer step and a written time)"
+        return f"{MARKER} lacks its fields (an integer step and a written time)", None
     if step != checkpoint_step(Path(checkpoint)):
-        return f"{MARKER} names step {step}, not {checkpoint_step(Path(checkpoint))}"
-    return None
+        return f"{MARKER} names step {step}, not {checkpoint_step(Path(checkpoint))}", None
+    if "files" not in data:
+        return None, None
+    problem = files_problem(data["files"]) if data.get("hash") == HASH \
+        else f"its checksums are {data.get('hash')!r}, not {HASH}"
+    if problem is not None:
+        return f"{MARKER} is malformed: {problem}", None
+    return None, data["files"]
+
+
+def marker_problem(checkpoint: Path) -> str | None:
+    """Why the :data:`MARKER` of ``checkpoint`` does not vouch for it (:func:`read_marker`);
+    None when it vouches."""
+    return read_marker(checkpoint)[0]
 
 
 def is_complete(checkpoint: Path) -> bool:
@@ -71,8 +93,13 @@ def list_checkpoints(run_dir: Path) -> list[Checkpoint]:
     for p in root.glob("global_step_*") if root.is_dir() else []:
         step = checkpoint_step(p)
         if p.is_dir() and step is not None:
-            found.append(Checkpoint(step, p, marker_problem(p)))
+            found.append(checkpoint_at(p))
     return sorted(found, key=lambda c: c.step)
+
+
+def checkpoint_at(folder: Path) -> Checkpoint:
+    """The ``global_step_N`` folder ``folder``, its marker read."""
+    return Checkpoint(checkpoint_step(Path(folder)) or 0, Path(folder), *read_marker(folder))
 
 
 def pick_checkpoint(run_dir: Path, step: int | None = None,
@@ -148,12 +175,15 @@ def skipped(run_dir: Path, chosen: Checkpoint | None = None, *,
 
 
 def mark_complete(checkpoint: Path, step: int) -> Path:
-    """Vouch for a finished checkpoint folder: make it durable, then write the marker (last).
+    """Vouch for a finished checkpoint folder: make it durable, then write the marker (last),
+    listing every file of the step with its size and checksum.
 
     The checkpoint's files are fsynced first, so that after a power loss a marker never
-    survives the files it vouches for.
+    survives the files it vouches for. Reads every byte once (the supervisor calls it off the
+    training thread).
     """
     sync_tree(checkpoint)
     return write_json(Path(checkpoint) / MARKER,
-                      {"step": step, "written": time.strftime("%Y-%m-%dT%H:%M:%S")})
+                      {"step": step, "written": time.strftime("%Y-%m-%dT%H:%M:%S"),
+                       "hash": HASH, "files": inventory(checkpoint)})
 

@@ -144,8 +144,10 @@ def test_saving_after_the_step_is_logged_is_marked_too(tmp_path: Path) -> None:
     supervisor.run(lambda: _steps(supervisor, tmp_path, [
         CLEAN, _metrics(train__actor__updates_skipped=1.0), CLEAN], save_first=False))
     assert _complete(tmp_path) == [1, 3]
-    assert [p.kind for p in seen] == ["ready", "step", "checkpoint", "step", "unmarked", "step",
-                                      "checkpoint"]
+    # markers are written off the training thread: a checkpoint's event may follow the next step
+    assert [p.kind for p in seen if p.kind != "checkpoint"] == ["ready", "step", "step",
+                                                                "unmarked", "step"]
+    assert [p.step for p in seen if p.kind == "checkpoint"] == [1, 3]
 
 
 def test_warn_goes_on_but_never_vouches_for_an_unclean_step(tmp_path: Path) -> None:
