@@ -3,11 +3,13 @@ out-of-memory worker and a stop request (the real reproductions: test_run_faults
 
 from __future__ import annotations
 
+import contextlib
 import errno
 import io
 import math
 import signal
 import threading
+from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
@@ -329,26 +331,45 @@ def test_a_full_disk_in_the_driver_is_one_error_and_a_closed_record(quick_launch
 @pytest.mark.parametrize(("signum", "code"), [(signal.SIGINT, 130), (signal.SIGTERM, 143)])
 def test_an_interrupted_launch_exits_128_plus_the_signal(quick_launch, signum: int,
                                                          code: int) -> None:
+    """The handlers found before the launch are given back, whatever they were: Python's
+    default in a terminal, SIG_IGN in a background job (``nohup``, a scheduler, ``make test &``).
+    Handlers of the test's own stand in for them, so the check cannot pass by accident."""
     go, run_dir = quick_launch
 
     def body(run_dir: Path) -> int:
         raise Interrupted(signum)
 
-    assert go(body) == code
-    assert _status(run_dir) == "interrupted"
-    assert signal.getsignal(signal.SIGINT) is signal.default_int_handler  # handlers given back
+    def before_int(signum: int, frame: object) -> None: ...
+    def before_term(signum: int, frame: object) -> None: ...
+
+    with _handlers({signal.SIGINT: before_int, signal.SIGTERM: before_term}):
+        assert go(body) == code
+        assert _status(run_dir) == "interrupted"
+        assert signal.getsignal(signal.SIGINT) is before_int  # handlers given back
+        assert signal.getsignal(signal.SIGTERM) is before_term
 
 
 def test_after_a_stop_late_signals_stay_harmless() -> None:
     said: list[str] = []
     stop = StopSignals(say=said.append)
-    stop.install()
-    try:
+    with _handlers({}):
+        stop.install()
         with pytest.raises(Interrupted):
             signal.raise_signal(signal.SIGINT)
         stop.restore()  # the launch is over, the process about to print and exit
         signal.raise_signal(signal.SIGINT)  # pressed once more: no KeyboardInterrupt
         assert said == ["SIGINT received: stopping the run (workers, then Ray; a few seconds)"]
+
+
+@contextlib.contextmanager
+def _handlers(during: dict[int, object]) -> Iterator[None]:
+    """Set ``during``'s handlers for the block, then give SIGINT and SIGTERM back the handlers
+    they had before it (Python's default, or SIG_IGN when the tests run in the background)."""
+    before = {signum: signal.getsignal(signum) for signum in (signal.SIGINT, signal.SIGTERM)}
+    try:
+        for signum, handler in during.items():
+            signal.signal(signum, handler)
+        yield
     finally:
-        signal.signal(signal.SIGINT, signal.default_int_handler)
-        signal.signal(signal.SIGTERM, signal.SIG_DFL)
+        for signum, handler in before.items():
+            signal.signal(signum, handler)
