@@ -16,6 +16,7 @@ import pytest
 from omegaconf import OmegaConf
 
 from dexrl.bridge.launch import supervisor as supervise
+from dexrl.bridge.launch.deaths import VANISHED, WorkerDeath
 from dexrl.bridge.launch.events import Progress
 from dexrl.bridge.launch.failures import FailureSignal, out_of_memory
 from dexrl.bridge.launch.output import Output, _Local, _Routed
@@ -31,6 +32,12 @@ NAN = math.nan
 CLEAN = {"env/return": 0.5, "train/actor/policy_loss": 0.1, "train/critic/value_loss": 0.2,
          "train/actor/grad_norm": 1.0, "train/actor/updates": 4.0,
          "train/actor/updates_skipped": 0.0}
+
+
+@pytest.fixture(autouse=True)
+def _no_ray(monkeypatch: pytest.MonkeyPatch) -> None:
+    """No worker died: these faults are injected in-process, with no Ray to ask."""
+    monkeypatch.setattr(supervise, "run_worker_deaths", lambda: [])
 
 
 def _metrics(**changes: float) -> dict[str, float]:
@@ -165,7 +172,6 @@ def _enospc(path: Path) -> OSError:
 
 def test_a_full_disk_while_marking_is_one_error_naming_the_last_complete_checkpoint(
         tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
-    monkeypatch.setattr(supervise, "dead_actor_causes", lambda: [])
 
     def mark(path: Path, step: int) -> None:
         if step == 2:
@@ -186,7 +192,7 @@ def test_a_worker_whose_disk_filled_up_is_a_disk_full_error(
         tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     text = "OSError: [Errno 28] No space left on device: '/x/global_step_3/actor/model.pt'"
     monkeypatch.setattr(supervise, "failed_task_causes",
-                        lambda: [("DexrlActor.save_checkpoint", text, [text])])
+                        lambda **kw: [("DexrlActor.save_checkpoint", text, [text])])
     supervisor = _supervisor(tmp_path, [])
 
     def loop() -> None:
@@ -226,7 +232,8 @@ CUDA_OOM = ("torch.OutOfMemoryError: CUDA out of memory. Tried to allocate 2.00 
 def test_an_out_of_memory_worker_names_its_group_and_the_settings_that_cut_it(
         tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setattr(supervise, "failed_task_causes",
-                        lambda: [("DexrlActor.run_training", CUDA_OOM, ["Traceback", CUDA_OOM])])
+                        lambda **kw: [("DexrlActor.run_training", CUDA_OOM,
+                                       ["Traceback", CUDA_OOM])])
     supervisor = _supervisor(tmp_path, [])
 
     def loop() -> None:
@@ -244,6 +251,7 @@ def test_an_out_of_memory_worker_names_its_group_and_the_settings_that_cut_it(
 def test_out_of_memory_kinds_and_groups() -> None:
     host = "ray.exceptions.OutOfMemoryError: Task was killed due to the node running low on memory."
     assert out_of_memory([("DexrlEnv.interact", host, [host])])[:2] == ("env", "host")
+    assert out_of_memory([("DexrlAsyncEnv.interact", host, [host])])[:2] == ("env", "host")
     assert out_of_memory([("DexrlRollout.generate", CUDA_OOM, [CUDA_OOM])])[:2] == (
         "rollout", "GPU")
     assert out_of_memory([("DexrlActor.run_training", "ValueError: x", ["ValueError: x"])]) is None
@@ -373,3 +381,59 @@ def _handlers(during: dict[int, object]) -> Iterator[None]:
     finally:
         for signum, handler in before.items():
             signal.signal(signum, handler)
+
+
+# A dead worker -------------------------------------------------------------------------------
+
+def _dead(ended: str = VANISHED, **changes: object) -> WorkerDeath:
+    fields = dict(cls="DexrlEnv", name="EnvGroup:0", pid=4242, node_ip="10.0.0.2", node_id="n1",
+                  reason="WORKER_DIED", ended=ended)
+    fields.update(changes)
+    return WorkerDeath(**fields)  # type: ignore[arg-type]
+
+
+def _fail_after_two_steps(tmp_path: Path, monkeypatch: pytest.MonkeyPatch,
+                          deaths: list[WorkerDeath], tasks: list | None = None) -> DexrlError:
+    monkeypatch.setattr(supervise, "run_worker_deaths", lambda: deaths)
+    monkeypatch.setattr(supervise, "failed_task_causes", lambda **kw: tasks or [])
+    supervisor = _supervisor(tmp_path, [])
+    supervisor.node_ranks = {"n1": 1}
+
+    def loop() -> None:
+        _steps(supervisor, tmp_path, [CLEAN, CLEAN])
+        supervisor.failure.event.set()
+
+    with pytest.raises(DexrlError) as err:
+        supervisor.run(loop)
+    return err.value
+
+
+def test_a_dead_worker_is_one_line_naming_it_the_last_checkpoint_and_the_command(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture) -> None:
+    # the env's death makes the actor's call fail too: the death is the story, not that failure
+    knock_on = [("DexrlActor.run_training", "RuntimeError: channel closed", ["x"])]
+    err = _fail_after_two_steps(tmp_path, monkeypatch, [_dead("killed by SIGSEGV")], knock_on)
+    assert err.code == "training-worker-died"
+    assert err.message == ("the env worker EnvGroup:0 (rank 0, pid 4242, node 1, 10.0.0.2) died "
+                           "during step 3: killed by SIGSEGV; the last complete checkpoint is "
+                           "global_step_2")
+    assert f"`dexrl resume {tmp_path}` continues from global_step_2" in err.hint
+    assert "--max-restarts" in err.hint
+    assert "Ray's record of the env worker" in capsys.readouterr().err  # Ray's text: the log
+
+
+def test_a_worker_the_oom_killer_took_is_out_of_memory(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    err = _fail_after_two_steps(tmp_path, monkeypatch, [
+        _dead("killed by the kernel's OOM killer (out of host memory)", out_of_memory=True)])
+    assert err.code == "training-out-of-memory" and err.where == "worker group env"
+    assert "ran out of host memory during step 3" in err.message
+    assert "env.train.total_num_envs" in err.hint
+
+
+def test_a_worker_that_raised_while_starting_is_a_worker_failure(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    err = _fail_after_two_steps(tmp_path, monkeypatch, [
+        _dead("raised while starting: zipfile.BadZipFile: bad", raised=True)])
+    assert err.code == "training-worker-failed"  # deterministic: never restarted by itself
+    assert "zipfile.BadZipFile" in err.message and "global_step_2" in err.message
