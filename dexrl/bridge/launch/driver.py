@@ -370,7 +370,7 @@ def launch(spec: LaunchSpec, on_progress: Callable[[Progress], None] | None = No
     stop = StopSignals(say=lambda text: print(text, file=sys.stderr, flush=True))
     stop.install()
     tracker = None
-    status = "failed"
+    status, error = "failed", None
     try:
         env = _prepare(spec.cfg, smoke=spec.smoke, ext_module=spec.ext_module)
         run_dir.mkdir(parents=True, exist_ok=True)
@@ -389,23 +389,27 @@ def launch(spec: LaunchSpec, on_progress: Callable[[Progress], None] | None = No
     except KeyboardInterrupt as exc:  # Interrupted, or a Ctrl-C before the handler was in
         status = "interrupted"
         return exc.exit_code if isinstance(exc, Interrupted) else INTERRUPTED
+    except DexrlError as exc:
+        error = exc.code  # run-state.json says how it failed (--max-restarts reads it)
+        raise
     except OSError as exc:
         if not disk_full(exc):
             raise
+        error = "disk-full"
         raise _disk_full(exc, run_dir) from None
     finally:
         stop.may_raise = False  # closing the record must not be cut short by a second signal
         if tracker is not None:
-            _close_record(tracker, status)
+            _close_record(tracker, status, error)
         stop.restore()
 
 
-def _close_record(tracker: Any, status: str) -> None:
+def _close_record(tracker: Any, status: str, error: str | None = None) -> None:
     """Close ``run-state.json``; a full disk keeps its last content (it says ``running`` for a
     process that is gone: the next command reads that as a killed run) and must not mask the
     failure being reported."""
     try:
-        tracker.end(status)
+        tracker.end(status, error)
     except OSError as exc:
         print(f"dexrl: could not close {tracker.run_dir}/run-state.json: {exc}", file=sys.stderr)
 
