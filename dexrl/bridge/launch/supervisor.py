@@ -56,8 +56,18 @@ OOM_FIXES = {
     "env": "lower env.train.total_num_envs (each LIBERO env is a process of about 2 GB) or set "
            "env.enable_offload=true; then resume",
 }
+# A worker call that failed because a peer died (Ray's error, a collective's broken connection):
+# the death is the story, and Ray's actor table may record it a little after the call failed.
+_KNOCK_ON = ("ActorDiedError", "The actor is dead", "actor died", "Connection reset by peer",
+             "Connection closed by peer", "DistBackendError")
+KNOCK_ON_WAIT_S = 3.0
 NODE_DEATH_WAIT_S = 20.0  # Ray's health check marks a node dead after about 15 s
 HEALTH_CHECK_S = 15.0  # between two looks for lost nodes and dead workers
+
+
+def _knock_on(text: str) -> bool:
+    """Whether a failed call's error text says a peer worker died."""
+    return any(marker in text for marker in _KNOCK_ON)
 
 
 class _HealthWatch:
@@ -286,6 +296,9 @@ class Supervisor:
     def _worker_failure(self) -> DexrlError:
         deaths = run_worker_deaths()
         causes = failed_task_causes(wait_s=0.0 if deaths else 10.0)
+        if not deaths and any(_knock_on("\n".join([text, *lines])) for _, text, lines in causes):
+            time.sleep(KNOCK_ON_WAIT_S)  # a peer's death, which Ray records a moment later
+            deaths = run_worker_deaths()
         # A lost node explains every failure on it; wait for Ray to notice when it may be that.
         maybe_node = (not causes and not deaths) or any(d.reason == "NODE_DIED" for d in deaths) \
             or any("node" in c[1].lower() for c in causes)

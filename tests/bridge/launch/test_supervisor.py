@@ -437,3 +437,27 @@ def test_a_worker_that_raised_while_starting_is_a_worker_failure(
         _dead("raised while starting: zipfile.BadZipFile: bad", raised=True)])
     assert err.code == "training-worker-failed"  # deterministic: never restarted by itself
     assert "zipfile.BadZipFile" in err.message and "global_step_2" in err.message
+
+
+def test_a_call_that_failed_for_a_dead_peer_waits_for_the_death_record(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """Ray records a death a moment after the calls to the dead worker fail: a failure that
+    says so looks again; the control, a plain exception, is reported as it is."""
+    looks: list[int] = []
+
+    def deaths() -> list[WorkerDeath]:
+        looks.append(1)
+        return [] if len(looks) == 1 else [_dead()]
+
+    monkeypatch.setattr(supervise, "KNOCK_ON_WAIT_S", 0.0)
+    peer = [("DexrlActor.run_training", "ray.exceptions.ActorDiedError: The actor died", ["x"])]
+    err = _fail_after_two_steps(tmp_path, monkeypatch, [], peer)
+    monkeypatch.setattr(supervise, "run_worker_deaths", deaths)
+    supervisor = _supervisor(tmp_path, [])
+    supervisor.step = 2
+    assert supervisor._worker_failure().code == "training-worker-died"
+    assert err.code == "training-worker-failed"  # no death on record at all: the failure it is
+    looks.clear()
+    monkeypatch.setattr(supervise, "failed_task_causes",
+                        lambda **kw: [("DexrlActor.run_training", "ValueError: x", ["x"])])
+    assert supervisor._worker_failure().code == "training-worker-failed" and len(looks) == 1
