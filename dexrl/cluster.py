@@ -10,11 +10,13 @@ pure part that names the node by ``RLINF_NODE_RANK`` and lists the worker groups
 
 from __future__ import annotations
 
+import contextlib
 import logging
+import os
 import re
 import socket
 import sys
-from collections.abc import Callable, Iterable, Sequence
+from collections.abc import Callable, Iterable, Iterator, Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -22,7 +24,7 @@ from dexrl.errors import DexrlError, one_line
 from dexrl.subproc import ProbeError, run_probe
 
 # RLinf names a worker actor "<group name>:<rank>" (scheduler/manager/worker_manager.py).
-_WORKER_NAME = re.compile(r"^(?P<group>[^:]+):(?P<rank>\d+)$")
+WORKER_NAME = re.compile(r"^(?P<group>[^:]+):(?P<rank>\d+)$")
 
 
 @dataclass(frozen=True)
@@ -53,7 +55,7 @@ def groups_on(node_id: str, actors: Iterable[tuple[str, str]]) -> list[str]:
     """
     ranks: dict[str, list[int]] = {}
     for name, where in actors:
-        match = _WORKER_NAME.match(name or "")
+        match = WORKER_NAME.match(name or "")
         if where == node_id and match:
             ranks.setdefault(match["group"], []).append(int(match["rank"]))
     return [f"{group} (rank{'s' if len(r) > 1 else ''} {', '.join(map(str, sorted(r)))})"
@@ -86,6 +88,34 @@ def cluster_nodes(cluster: object) -> list[NodeRecord]:
         info = cluster.get_node_info(rank)  # type: ignore[attr-defined]
         out.append(NodeRecord(int(info.node_rank), str(info.ray_id), str(info.node_ip)))
     return out
+
+
+def own_address() -> str:
+    """The GCS address of the Ray cluster this process is connected to (its run's own)."""
+    import ray
+
+    return str(ray.get_runtime_context().gcs_address)
+
+
+@contextlib.contextmanager
+def pinned_address() -> Iterator[str]:
+    """Point ``$RAY_ADDRESS`` at the connected cluster (:func:`own_address`) for the block.
+
+    Ray's state API (``ray.util.state``, which dexrl's failure diagnosis and RLinf's log
+    collector call) takes ``$RAY_ADDRESS`` over any address it is given, and without one looks
+    for any Ray on this machine: with a second run's Ray there it fails ("Found multiple active
+    Ray instances") or asks the wrong one. Set from the main thread before the run's threads
+    start; the previous value comes back after.
+    """
+    previous = os.environ.get("RAY_ADDRESS")
+    os.environ["RAY_ADDRESS"] = address = own_address()
+    try:
+        yield address
+    finally:
+        if previous is None:
+            os.environ.pop("RAY_ADDRESS", None)
+        else:
+            os.environ["RAY_ADDRESS"] = previous
 
 
 def job_actors() -> list[dict]:

@@ -79,6 +79,13 @@ def stall_timeout() -> Any:
                         help="Seconds without progress before giving up.")
 
 
+def max_restarts() -> Any:
+    """``--max-restarts`` (train, resume)."""
+    return typer.Option(LaunchOptions.max_restarts, "--max-restarts", min=0,
+                        help="Restart from the last complete checkpoint after a worker died, a "
+                        "node was lost or the run stalled, up to N times (docs/failures.md).")
+
+
 def refuse_json_without_dry_run(as_json: bool, dry_run: bool, *, progress: str,
                                 as_data: str) -> None:
     """``--json`` of a launching verb (train, resume) describes a dry run only.

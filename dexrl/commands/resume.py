@@ -66,6 +66,7 @@ def resume(
                                  "step, with which config changes; start and write nothing."),
     verbose: bool = options.verbose(),
     stall_timeout: float = options.stall_timeout(),
+    max_restarts: int = options.max_restarts(),
     overrides: list[str] = typer.Argument(None, help="Overrides, key=value (see --help)."),
     as_json: bool = typer.Option(False, "--json", help="With --dry-run: print one JSON document "
                                  f"(schema {PLAN_SCHEMA}) instead of text."),
@@ -81,7 +82,7 @@ def resume(
     resumption = prepare_resume(ResumeRequest(
         run_dir, step=step, allow_changes=allow_changes, overrides=tuple(overrides or ()),
         move_aside=move_aside, launch=LaunchOptions(ray_address=ray_address, verbose=verbose,
-                             stall_timeout=stall_timeout)))
+                             stall_timeout=stall_timeout, max_restarts=max_restarts)))
     checkpoint, out = resumption.checkpoint, console()
     steps = f"steps {resumption.from_step + 1} to {resumption.total} of {resumption.total}"
     if dry_run:

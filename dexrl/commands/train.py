@@ -68,6 +68,7 @@ def train(
     gpus_per_node: int = typer.Option(None, "--gpus-per-node", min=1,
                                       help="GPUs per node (default: this node's, else 8)."),
     stall_timeout: float = options.stall_timeout(),
+    max_restarts: int = options.max_restarts(),
     overrides: list[str] = options.overrides(),
     as_json: bool = typer.Option(False, "--json", help="With --dry-run: print one JSON document "
                                  f"(schema {PLAN_SCHEMA}) instead of text."),
@@ -84,7 +85,7 @@ def train(
                              overrides=tuple(overrides or ())),
         ckpt=ckpt, name=name, run_dir=run_dir, dry_run=dry_run, gpus_per_node=gpus_per_node,
         launch=LaunchOptions(ray_address=ray_address, verbose=verbose,
-                             stall_timeout=stall_timeout)))
+                             stall_timeout=stall_timeout, max_restarts=max_restarts)))
     if dry_run:
         show_plan(new, as_json=as_json)
         return

@@ -22,6 +22,7 @@ from dexrl.errors import DISK_FULL_ERRNOS
 from dexrl.runs import durable
 
 STATE_FILE = "run-state.json"
+RESTARTS = "restarts"  # the automatic restarts of the run (--max-restarts), oldest first
 PROC = Path("/proc")
 
 
@@ -179,7 +180,10 @@ def previous_run(run_dir: Path) -> Previous | None:
         return None
     pid, host = data["pid"], data["host"]
     here = host == socket.gethostname()
-    running = here and pid > 0 and alive(pid, data.get("pid_start"))
+    # A closed record (finished, failed, interrupted) is a process done with the folder, though
+    # it may live on: a run restarting itself (--max-restarts) hands the folder to a child.
+    running = (here and pid > 0 and data["status"] == "running"
+               and alive(pid, data.get("pid_start")))
     if not here and data["status"] == "running":
         running = True  # another machine's process: it cannot be checked from here
     return Previous(data["status"], data["step"], pid, host, running)
@@ -216,6 +220,9 @@ class Tracker:
             "pid_start": start_time(os.getpid()), "host": socket.gethostname(),
             "started": time.strftime("%Y-%m-%dT%H:%M:%S%z"),
         }
+        restarts = read(self.run_dir).get(RESTARTS)
+        if restarts:  # the run's automatic restarts so far (record_restart) stay on record
+            self.data[RESTARTS] = restarts
         _write(self.run_dir, self.data)
 
     def _update(self, **fields: Any) -> None:
@@ -227,9 +234,18 @@ class Tracker:
         """A global step finished."""
         self._update(step=step)
 
-    def end(self, status: str) -> None:
-        """Close the record: ``finished``, ``failed`` or ``interrupted``."""
-        self._update(status=status, ended=time.strftime("%Y-%m-%dT%H:%M:%S%z"))
+    def end(self, status: str, error: str | None = None) -> None:
+        """Close the record: ``finished``, ``failed`` (with the error's code, ``error``) or
+        ``interrupted``."""
+        extra = {"error": error} if error else {}
+        self._update(status=status, ended=time.strftime("%Y-%m-%dT%H:%M:%S%z"), **extra)
+
+
+def record_restart(run_dir: Path, restart: dict[str, Any]) -> None:
+    """Add one automatic restart (``--max-restarts``) to the record's ``restarts`` list."""
+    data = read(run_dir)
+    data[RESTARTS] = [*data.get(RESTARTS, []), restart]
+    _write(run_dir, data)
 
 
 def begin(run_dir: Path, step: int) -> Tracker:

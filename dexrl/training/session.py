@@ -34,6 +34,7 @@ from dexrl.hub.manifest import checkpoint_provenance
 from dexrl.runs import durable
 from dexrl.runs.layout import SMOKE_CHECKPOINT, check_new_run_dir, checkpoints_dir, default_run_dir
 from dexrl.runs.state import STATE_FILE, previous_run, read, story
+from dexrl.training.restarts import run_restarting
 
 if TYPE_CHECKING:
     from omegaconf import DictConfig
@@ -124,8 +125,16 @@ def write_smoke_checkpoint(run_dir: Path, model_type: str) -> Path | None:
 
 
 def run(spec: LaunchSpec) -> int:
-    """Launch through the bridge (one call: it registers the policies, records the run's state
-    and supervises RLinf) and print progress; shared by ``train`` and ``resume``."""
+    """Launch through the bridge and print progress; shared by ``train`` and ``resume``. With
+    ``--max-restarts N``, a transient failure restarts the run from its last complete
+    checkpoint (:mod:`dexrl.training.restarts`)."""
+    return run_restarting(spec.run_dir, spec.options, lambda: _launch(spec),
+                          lambda text: print(text, file=sys.stderr, flush=True))
+
+
+def _launch(spec: LaunchSpec) -> int:
+    """One launch through the bridge (one call: it registers the policies, records the run's
+    state and supervises RLinf), its progress printed."""
     from dexrl.bridge.launch import driver as bridge
     from dexrl.training.progress import ProgressPrinter
 

@@ -382,7 +382,7 @@ def test_a_loop_error_becomes_a_dexrl_error(
 ) -> None:
     from dexrl.bridge.launch import supervisor as supervise
 
-    monkeypatch.setattr(supervise, "dead_actor_causes", lambda: [])
+    monkeypatch.setattr(supervise, "run_worker_deaths", lambda: [])
 
     def loop() -> None:
         raise AssertionError("resume_dir /x/actor does not exist.")

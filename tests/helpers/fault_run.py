@@ -85,3 +85,18 @@ def ctrl_c_twice(run: FaultRun) -> None:
     run.signal_group(signal.SIGINT)
     time.sleep(0.3)
     run.signal_group(signal.SIGINT)
+
+
+def worker_pids(root: int, title: str) -> list[int]:
+    """The run's processes (descendants of its driver ``root``) whose command line, Ray's
+    process title ``ray::Class...``, names ``title``; never another run's on the machine."""
+    import psutil
+
+    found = []
+    for proc in psutil.Process(root).children(recursive=True):
+        try:
+            if any(f"ray::{title}" in part for part in proc.cmdline()):
+                found.append(proc.pid)
+        except psutil.Error:
+            continue
+    return found

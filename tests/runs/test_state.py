@@ -134,3 +134,19 @@ def test_a_full_disk_still_closes_the_record_in_place(
     monkeypatch.setattr(durable, "write_json", broken)
     with pytest.raises(PermissionError):  # other failures are not hidden
         tracker.end("finished")
+
+
+def test_a_closed_record_frees_the_folder_and_restarts_stay_on_record(tmp_path: Path) -> None:
+    """A run restarting itself (--max-restarts) lives on while its child resumes the folder: its
+    closed record must not read as a second live driver; the control: while it says running."""
+    from dexrl.runs.state import record_restart
+
+    tracker = begin(tmp_path, 2)
+    assert previous_run(tmp_path).still_running  # this very process, running the folder
+    tracker.end("failed", "training-worker-died")
+    assert not previous_run(tmp_path).still_running
+    assert read(tmp_path)["error"] == "training-worker-died"
+    record_restart(tmp_path, {"attempt": 1, "after": "training-worker-died"})
+    begin(tmp_path, 2)  # the restarted launch's record keeps the run's restarts
+    assert read(tmp_path)["restarts"] == [{"attempt": 1, "after": "training-worker-died"}]
+    assert read(tmp_path)["status"] == "running" and "error" not in read(tmp_path)

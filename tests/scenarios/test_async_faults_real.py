@@ -10,7 +10,7 @@ import time
 from pathlib import Path
 
 import pytest
-from helpers.fault_run import ctrl_c_twice, start
+from helpers.fault_run import ctrl_c_twice, start, worker_pids
 
 pytestmark = pytest.mark.slow
 STARTUP_S = 400  # Ray and the workers on a busy 2-core machine
@@ -48,25 +48,10 @@ def test_ctrl_c_twice_stops_an_async_run_resumably(tmp_path: Path) -> None:
         assert step in complete or step > complete[-1]
 
 
-def _pids_of(root: int, title: str) -> list[int]:
-    """This run's processes (descendants of its driver ``root``) whose command line, Ray's
-    process title ``ray::Class...``, names ``title``; never another run's on the machine."""
-    import psutil
-
-    found = []
-    for proc in psutil.Process(root).children(recursive=True):
-        try:
-            if any(f"ray::{title}" in part for part in proc.cmdline()):
-                found.append(proc.pid)
-        except psutil.Error:
-            continue
-    return found
-
-
 def test_a_dead_async_env_worker_ends_the_run_with_its_name(tmp_path: Path) -> None:
     run = start(tmp_path / "run", "runner.max_steps=30", "runner.save_interval=1", args=ASYNC)
     assert run.wait_for("step 1/", STARTUP_S + 120), run.stderr
-    pids = _pids_of(run.proc.pid, "DexrlAsyncEnv")
+    pids = worker_pids(run.proc.pid, "DexrlAsyncEnv")
     assert pids, "no DexrlAsyncEnv process"
     for pid in pids:
         os.kill(pid, signal.SIGKILL)

@@ -146,20 +146,30 @@ def test_failed_task_causes_skip_empty_channel_polls(monkeypatch: pytest.MonkeyP
 
     from dexrl.bridge.launch.failures import failed_task_causes
 
-    def task(name: str, error: str) -> SimpleNamespace:
-        return SimpleNamespace(func_or_class_name=name, name=name, error_message=error)
+    def task(name: str, error: str, kind: str = "TASK_EXECUTION_EXCEPTION") -> SimpleNamespace:
+        return SimpleNamespace(func_or_class_name=name, name=name, error_message=error,
+                               error_type=kind)
 
     tasks = [task("Channel.get_nowait", "Traceback (most recent call last):\n  File x\n"
                   "asyncio.queues.QueueEmpty\n"),
+             task("DexrlEnv.interact", "The actor is dead because its worker process has died.",
+                  "ACTOR_DIED"),  # told by the dead worker's record, not as a task failure
              task("DexrlAsyncActor.run_training", "Traceback (most recent call last):\n"
                   "RuntimeError: boom\n")]
-    context = SimpleNamespace(get_job_id=lambda: "01")
+    asked: list[str | None] = []
+    context = SimpleNamespace(get_job_id=lambda: "01", gcs_address="10.0.0.9:6379")
     monkeypatch.setattr(ray, "get_runtime_context", lambda: context)
-    monkeypatch.setattr(ray.util.state, "list_tasks", lambda **kw: tasks)
+
+    def list_tasks(**kw: object) -> list[SimpleNamespace]:
+        asked.append(kw.get("address"))  # type: ignore[arg-type]
+        return tasks
+
+    monkeypatch.setattr(ray.util.state, "list_tasks", list_tasks)
     causes = failed_task_causes(wait_s=0.0)
     assert [(name, last) for name, last, _ in causes] == [
         ("DexrlAsyncActor.run_training", "RuntimeError: boom")]
-    tasks.pop()  # only the poll left: no failure at all
+    assert asked == ["10.0.0.9:6379"]  # this run's Ray by its address, never "any on the machine"
+    tasks.pop()  # only the poll and the death left: no failed task to report
     assert failed_task_causes(wait_s=0.0) == []
 
 

@@ -6,12 +6,13 @@ Design notes: docs/design/launch-and-supervision.md.
 
 from __future__ import annotations
 
+import contextlib
 import importlib
 import os
 import subprocess
 import sys
 import time
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import replace
 from pathlib import Path
 from typing import Any
@@ -27,7 +28,7 @@ from dexrl.bridge.launch.supervisor import Supervisor
 from dexrl.bridge.launch.worker_probe import check_registration, first_failure
 from dexrl.bridge.registry import EXT_MODULE, registered_model_types
 from dexrl.checkpoints.files.steps import last_complete_fact, mark_complete
-from dexrl.cluster import attach, cluster_nodes, lost_node_check
+from dexrl.cluster import NodeRecord, attach, cluster_nodes, lost_node_check, pinned_address
 from dexrl.config.compose import renders
 from dexrl.config.modes import run_mode
 from dexrl.config.owned_keys import check_run_folder
@@ -282,13 +283,13 @@ def _stop_ray() -> None:
         ray.shutdown()
 
 
-def _node_check(cluster: Any, address: str | None, run_dir: Path
+def _node_check(nodes: Sequence[NodeRecord], address: str | None, run_dir: Path
                 ) -> Callable[[int], DexrlError | None] | None:
     """Watch the nodes of an attached cluster (a private one lives and dies with this process)."""
     if address is None:
         return None
 
-    return lost_node_check(cluster_nodes(cluster), str(run_dir))
+    return lost_node_check(nodes, str(run_dir))
 
 
 # Launch -------------------------------------------------------------------------------------
@@ -369,7 +370,7 @@ def launch(spec: LaunchSpec, on_progress: Callable[[Progress], None] | None = No
     stop = StopSignals(say=lambda text: print(text, file=sys.stderr, flush=True))
     stop.install()
     tracker = None
-    status = "failed"
+    status, error = "failed", None
     try:
         env = _prepare(spec.cfg, smoke=spec.smoke, ext_module=spec.ext_module)
         run_dir.mkdir(parents=True, exist_ok=True)
@@ -388,23 +389,27 @@ def launch(spec: LaunchSpec, on_progress: Callable[[Progress], None] | None = No
     except KeyboardInterrupt as exc:  # Interrupted, or a Ctrl-C before the handler was in
         status = "interrupted"
         return exc.exit_code if isinstance(exc, Interrupted) else INTERRUPTED
+    except DexrlError as exc:
+        error = exc.code  # run-state.json says how it failed (--max-restarts reads it)
+        raise
     except OSError as exc:
         if not disk_full(exc):
             raise
+        error = "disk-full"
         raise _disk_full(exc, run_dir) from None
     finally:
         stop.may_raise = False  # closing the record must not be cut short by a second signal
         if tracker is not None:
-            _close_record(tracker, status)
+            _close_record(tracker, status, error)
         stop.restore()
 
 
-def _close_record(tracker: Any, status: str) -> None:
+def _close_record(tracker: Any, status: str, error: str | None = None) -> None:
     """Close ``run-state.json``; a full disk keeps its last content (it says ``running`` for a
     process that is gone: the next command reads that as a killed run) and must not mask the
     failure being reported."""
     try:
-        tracker.end(status)
+        tracker.end(status, error)
     except OSError as exc:
         print(f"dexrl: could not close {tracker.run_dir}/run-state.json: {exc}", file=sys.stderr)
 
@@ -426,6 +431,7 @@ def _supervised(spec: LaunchSpec, env: Mapping[str, str], *,
     def phase(name: str) -> None:  # start-up timings, for the log
         print(f"dexrl: {name} after {time.monotonic() - t0:.1f} s", file=sys.stderr, flush=True)
 
+    own_ray = contextlib.ExitStack()
     with output:
         stop.say_with(output.say)  # its lines reach the terminal, not the log
         output.say(BANNER)
@@ -433,6 +439,8 @@ def _supervised(spec: LaunchSpec, env: Mapping[str, str], *,
             _check_nodes(cfg, address, spec.node_wait_s)
             cluster = _create_cluster(cfg, address)
             stop.install()  # Ray's init installed a SIGTERM handler of its own
+            own_ray.enter_context(pinned_address())  # state API calls: this run's Ray only
+            nodes = cluster_nodes(cluster)
             if address is None:  # reaped at once should this process be killed
                 watch_private_ray(run_dir)
             phase("Ray and RLinf's cluster up")
@@ -443,9 +451,10 @@ def _supervised(spec: LaunchSpec, env: Mapping[str, str], *,
             phase("config validated by RLinf")
             supervisor = Supervisor(spec, failure=failure, output=output,
                                     on_progress=on_progress,
-                                    node_check=_node_check(cluster, address, run_dir),
+                                    node_check=_node_check(nodes, address, run_dir),
                                     on_checkpoint=mark_complete,
-                                    divergence=watch_from(cfg), stop=stop)
+                                    divergence=watch_from(cfg), stop=stop,
+                                    node_ranks={n.node_id: n.rank for n in nodes})
             stop.check()
             stop.may_raise = False  # from here the supervisor polls the request
             supervisor.run(_pipeline(cfg, cluster, supervisor))
@@ -455,4 +464,5 @@ def _supervised(spec: LaunchSpec, env: Mapping[str, str], *,
         finally:
             stop.may_raise = False
             _stop_ray()
+            own_ray.close()
     return 0

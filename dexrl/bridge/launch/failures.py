@@ -4,14 +4,15 @@ calls a stalled loop waits on, and the causes of failed tasks and dead workers."
 from __future__ import annotations
 
 import contextlib
-import json
 import signal
 import sys
 import threading
 import time
+from pathlib import Path
 from typing import Any
 
-from dexrl.cluster import job_actors
+from dexrl.bridge.launch.deaths import WorkerDeath, role_of, worker_deaths
+from dexrl.cluster import job_actors, own_address
 from dexrl.errors import disk_full_in_text
 
 
@@ -68,7 +69,8 @@ def _describe_call(value: Any) -> str | None:
 
 
 def failed_task_causes(wait_s: float = 10.0) -> list[tuple[str, str, list[str]]]:
-    """(task name, last error line, error lines) of this job's failed Ray tasks.
+    """(task name, last error line, error lines) of this job's failed Ray tasks (not those
+    that failed because their worker died: :func:`run_worker_deaths` tells of those).
 
     Ray reports task events with a delay of about a second, hence the short retry.
     """
@@ -78,14 +80,17 @@ def failed_task_causes(wait_s: float = 10.0) -> list[tuple[str, str, list[str]]]
     job = ray.get_runtime_context().get_job_id()
     deadline = time.monotonic() + wait_s
     while True:
-        try:
-            tasks = list_tasks(filters=[("state", "=", "FAILED"), ("job_id", "=", job)],
+        try:  # this run's Ray, by its address: another one on the machine must not be asked
+            tasks = list_tasks(address=own_address(),
+                               filters=[("state", "=", "FAILED"), ("job_id", "=", job)],
                                detail=True, raise_on_missing_output=False, timeout=5)
         except Exception as exc:
             print(f"dexrl: Ray's state API did not list failed tasks: {exc!r}", file=sys.stderr)
             return []
         causes = []
         for task in tasks:
+            if task.error_type == "ACTOR_DIED":  # the dead worker's story: run_worker_deaths
+                continue
             lines = [ln for ln in (task.error_message or "").splitlines() if ln.strip()]
             if lines and not _polled_empty(lines[-1]):
                 causes.append((task.func_or_class_name or task.name, lines[-1], lines))
@@ -100,31 +105,16 @@ def _polled_empty(last_line: str) -> bool:
     return last_line.strip().endswith("QueueEmpty")
 
 
-# The classes dexrl launches (dexrl.bridge.launch.workers); RLinf's own short-lived helper actors
-# die on purpose and are not failures.
-WORKER_CLASSES = frozenset({"DexrlActor", "DexrlRollout", "DexrlEnv", "DexrlAsyncActor",
-                            "DexrlAsyncRollout", "DexrlAsyncEnv"})
-# Ray's reasons for an actor whose owner dropped every handle (ActorDiedErrorContext.Reason):
-# OUT_OF_SCOPE, or REF_DELETED once lineage references are gone too (both seen with Ray 2.60).
-RELEASED = frozenset({"OUT_OF_SCOPE", "REF_DELETED"})
+def run_worker_deaths() -> list[WorkerDeath]:
+    """This run's workers that died while running (:func:`~dexrl.bridge.launch.deaths.
+    worker_deaths` of this job's actors), their logs and the kernel log read on this machine."""
+    import ray
 
-
-def dead_actor_causes() -> list[tuple[str, str, list[str]]]:
-    """(actor class, death cause, lines) of this run's workers that died while running."""
-    from google.protobuf.json_format import MessageToDict
-
-    causes = []
-    for actor in job_actors():
-        if actor.get("State") != "DEAD" or actor.get("ActorClassName") not in WORKER_CLASSES:
-            continue
-        death = MessageToDict(actor["DeathCause"]) if actor.get("DeathCause") else None
-        cause = json.dumps(death) if death else "unknown cause"
-        if "ray.kill" in cause:  # killed on purpose (RLinf's or dexrl's clean-up)
-            continue
-        if (death or {}).get("actorDiedErrorContext", {}).get("reason") in RELEASED:
-            continue  # released by its owner: the driver's own teardown at the end of a run
-        causes.append((actor["ActorClassName"], cause[:300], [cause]))
-    return causes
+    logs_dir = None
+    with contextlib.suppress(Exception):  # Ray's node object: private, read defensively
+        logs_dir = Path(ray._private.worker._global_node.get_logs_dir_path())
+    return worker_deaths(job_actors(), local_node=ray.get_runtime_context().get_node_id(),
+                         logs_dir=logs_dir)
 
 
 # What a worker's error text says about a full disk (OSError's, torch's stream writer's).
@@ -134,7 +124,6 @@ _DISK_FULL = ("No space left on device", "[Errno 28]", "Disk quota exceeded", "[
 _GPU_OOM = ("CUDA out of memory", "CUDA error: out of memory", "torch.OutOfMemoryError",
             "torch.cuda.OutOfMemoryError")
 _HOST_OOM = ("MemoryError", "running low on memory", "OutOfMemoryError", "Cannot allocate memory")
-_ROLES = {"DexrlActor": "actor", "DexrlRollout": "rollout", "DexrlEnv": "env"}
 
 
 def disk_full_cause(text: str) -> bool:
@@ -152,7 +141,5 @@ def out_of_memory(causes: list[tuple[str, str, list[str]]]
         kind = ("GPU" if any(m in text for m in _GPU_OOM)
                 else "host" if any(m in text for m in _HOST_OOM) else None)
         if kind is not None:
-            role = next((r for cls, r in _ROLES.items() if name.startswith(cls)),
-                        name.split(".")[0])
-            return role, kind, cause
+            return role_of(name), kind, cause
     return None

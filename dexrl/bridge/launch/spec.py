@@ -37,6 +37,7 @@ class LaunchOptions:
     ray_address: str | None = None  # --ray-address (or $RAY_ADDRESS)
     verbose: bool = False  # --verbose: workers' output on the terminal, not in the log
     stall_timeout: float = 1800.0  # --stall-timeout, seconds without a step (or start-up)
+    max_restarts: int = 0  # --max-restarts: restarts after a transient failure
 
 
 @dataclass(frozen=True)

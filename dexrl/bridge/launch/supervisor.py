@@ -17,20 +17,21 @@ import sys
 import threading
 import time
 import traceback
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from dexrl.bridge.launch.deaths import WorkerDeath
 from dexrl.bridge.launch.events import Progress
 from dexrl.bridge.launch.failures import (
     FailureSignal,
-    dead_actor_causes,
     disk_full_cause,
     failed_task_causes,
     out_of_memory,
     pending_calls,
+    run_worker_deaths,
 )
 from dexrl.bridge.launch.output import Output
 from dexrl.bridge.launch.spec import LaunchSpec
@@ -56,8 +57,18 @@ OOM_FIXES = {
     "env": "lower env.train.total_num_envs (each LIBERO env is a process of about 2 GB) or set "
            "env.enable_offload=true; then resume",
 }
+# A worker call that failed because a peer died (Ray's error, a collective's broken connection):
+# the death is the story, and Ray's actor table may record it a little after the call failed.
+_KNOCK_ON = ("ActorDiedError", "The actor is dead", "actor died", "Connection reset by peer",
+             "Connection closed by peer", "DistBackendError")
+KNOCK_ON_WAIT_S = 3.0
 NODE_DEATH_WAIT_S = 20.0  # Ray's health check marks a node dead after about 15 s
 HEALTH_CHECK_S = 15.0  # between two looks for lost nodes and dead workers
+
+
+def _knock_on(text: str) -> bool:
+    """Whether a failed call's error text says a peer worker died."""
+    return any(marker in text for marker in _KNOCK_ON)
 
 
 class _HealthWatch:
@@ -101,7 +112,8 @@ class Supervisor:
                  on_checkpoint: Callable[[Path, int], None] = lambda path, step: None,
                  divergence: DivergenceWatch | None = None,
                  stop: StopSignals | None = None,
-                 health_check_s: float = HEALTH_CHECK_S) -> None:
+                 health_check_s: float = HEALTH_CHECK_S,
+                 node_ranks: Mapping[str, int] | None = None) -> None:
         self.step, self.total = spec.start_step, spec.total
         self.stall_timeout_s = spec.options.stall_timeout
         self.failure, self.on_progress, self.output = failure, on_progress, output
@@ -109,6 +121,7 @@ class Supervisor:
         self.node_check = node_check  # the error naming a lost node, given the step
         self.on_checkpoint = on_checkpoint  # a saved checkpoint of a clean step (folder, step)
         self.health_check_s = health_check_s
+        self.node_ranks = dict(node_ranks or {})  # Ray's node id -> RLinf's node rank
         self.run_dir = spec.run_dir
         self.divergence, self.stop = divergence, stop
         self._events: queue.Queue[Progress] = queue.Queue()
@@ -280,7 +293,7 @@ class Supervisor:
 
     def _unhealthy(self) -> bool:
         """A node of the run is lost or one of its workers died (the health watch's check)."""
-        return self._lost_node() is not None or bool(dead_actor_causes())
+        return self._lost_node() is not None or bool(run_worker_deaths())
 
     def _deliver(self, event: Progress) -> None:
         if self.on_progress is not None:
@@ -315,17 +328,24 @@ class Supervisor:
         return lost
 
     def _worker_failure(self) -> DexrlError:
-        causes = failed_task_causes() or dead_actor_causes()
+        deaths = run_worker_deaths()
+        causes = failed_task_causes(wait_s=0.0 if deaths else 10.0)
+        if not deaths and any(_knock_on("\n".join([text, *lines])) for _, text, lines in causes):
+            time.sleep(KNOCK_ON_WAIT_S)  # a peer's death, which Ray records a moment later
+            deaths = run_worker_deaths()
         # A lost node explains every failure on it; wait for Ray to notice when it may be that.
-        maybe_node = not causes or any("node" in c[1].lower() for c in causes)
+        maybe_node = (not causes and not deaths) or any(d.reason == "NODE_DIED" for d in deaths) \
+            or any("node" in c[1].lower() for c in causes)
         lost = self._lost_node(wait_s=NODE_DEATH_WAIT_S if maybe_node else 0.0)
         if lost is not None:
             return lost
-        if not causes:
+        for death in deaths:  # Ray's own words stay in the log
+            print(f"dexrl: Ray's record of {death.label(self.node_ranks)}: {death.raw}",
+                  file=sys.stderr)
+        if not causes and not deaths:
             return DexrlError(f"an RLinf worker failed during step {self.step + 1}",
                               f"the worker's traceback is in {self.log_hint}",
                               code="training-worker-failed")
-        name, summary, lines = causes[0]
         if any(disk_full_cause("\n".join(lines)) for _, _, lines in causes) or (
                 any("file write failed" in text for _, text, _ in causes)
                 and self._disk_nearly_full()):  # torch.save's stream writer names no errno
@@ -333,20 +353,63 @@ class Supervisor:
         memory = out_of_memory(causes)
         if memory is not None:
             role, kind, (name, summary, lines) = memory
+            return self._out_of_memory(role, kind, f"{name}: {summary}", lines[-4:])
+        killed = next((d for d in deaths if d.out_of_memory), None)
+        if killed is not None:
+            return self._out_of_memory(killed.role, "host",
+                                       f"{killed.label(self.node_ranks)}: {killed.ended}", [])
+        died = [d for d in deaths if not d.raised]
+        if died:
+            return self._death_error(died)
+        if causes:
+            name, summary, lines = causes[0]
             return DexrlError(
-                f"the {role} worker group ran out of {kind} memory during step {self.step + 1} "
-                f"({name}: {summary})",
-                OOM_FIXES.get(role, OOM_FIXES["actor"]),
-                where=f"worker group {role}",
-                details=lines[-4:],
-                code="training-out-of-memory",
+                f"RLinf worker {name} failed during step {self.step + 1}: {summary}; "
+                f"{last_complete_fact(self.run_dir)}",
+                f"fix the cause (its traceback is in {self.log_hint}), then "
+                f"{self._resume_command()}",
+                details=lines[-8:],
+                code="training-worker-failed",
             )
+        first = deaths[0]
         return DexrlError(
-            f"RLinf worker {name} failed during step {self.step + 1}: {summary}",
-            f"fix the cause, then resume from the last checkpoint; full logs in {self.log_hint}",
-            details=lines[-8:],
+            f"{first.label(self.node_ranks)} failed during step {self.step + 1}: {first.ended}; "
+            f"{last_complete_fact(self.run_dir)}",
+            f"fix the cause (its traceback is in {self.log_hint}), then "
+            f"{self._resume_command()}",
             code="training-worker-failed",
         )
+
+    def _out_of_memory(self, role: str, kind: str, what: str, details: list[str]
+                       ) -> DexrlError:
+        return DexrlError(
+            f"the {role} worker group ran out of {kind} memory during step {self.step + 1} "
+            f"({what})",
+            OOM_FIXES.get(role, OOM_FIXES["actor"]),
+            where=f"worker group {role}",
+            details=details,
+            code="training-out-of-memory",
+        )
+
+    def _death_error(self, died: list[WorkerDeath]) -> DexrlError:
+        """A worker process that ended (not one that raised): which, how, and how to go on."""
+        first, others = died[0], died[1:]
+        return DexrlError(
+            f"{first.label(self.node_ranks)} died during step {self.step + 1}: {first.ended}; "
+            f"{last_complete_fact(self.run_dir)}",
+            f"{self._resume_command()} (or pass --max-restarts N to train or resume to restart "
+            f"by itself); Ray's report is in {self.log_hint}",
+            details=[f"also dead: {d.label(self.node_ranks)}: {d.ended}" for d in others],
+            code="training-worker-died",
+        )
+
+    def _resume_command(self) -> str:
+        """The exact command that goes on from the last complete checkpoint."""
+        last = last_complete(self.run_dir)
+        if last is None:
+            return (f"`dexrl resume {self.run_dir}` starts the run again from step 0 (no "
+                    "checkpoint is complete)")
+        return f"`dexrl resume {self.run_dir}` continues from {last.path.name}"
 
     def _disk_nearly_full(self) -> bool:
         """Under 64 MiB free where the run writes its checkpoints."""

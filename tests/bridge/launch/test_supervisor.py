@@ -3,17 +3,20 @@ out-of-memory worker and a stop request (the real reproductions: test_run_faults
 
 from __future__ import annotations
 
+import contextlib
 import errno
 import io
 import math
 import signal
 import threading
+from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
 from omegaconf import OmegaConf
 
 from dexrl.bridge.launch import supervisor as supervise
+from dexrl.bridge.launch.deaths import VANISHED, WorkerDeath
 from dexrl.bridge.launch.events import Progress
 from dexrl.bridge.launch.failures import FailureSignal, out_of_memory
 from dexrl.bridge.launch.output import Output, _Local, _Routed
@@ -29,6 +32,12 @@ NAN = math.nan
 CLEAN = {"env/return": 0.5, "train/actor/policy_loss": 0.1, "train/critic/value_loss": 0.2,
          "train/actor/grad_norm": 1.0, "train/actor/updates": 4.0,
          "train/actor/updates_skipped": 0.0}
+
+
+@pytest.fixture(autouse=True)
+def _no_ray(monkeypatch: pytest.MonkeyPatch) -> None:
+    """No worker died: these faults are injected in-process, with no Ray to ask."""
+    monkeypatch.setattr(supervise, "run_worker_deaths", lambda: [])
 
 
 def _metrics(**changes: float) -> dict[str, float]:
@@ -165,7 +174,6 @@ def _enospc(path: Path) -> OSError:
 
 def test_a_full_disk_while_marking_is_one_error_naming_the_last_complete_checkpoint(
         tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
-    monkeypatch.setattr(supervise, "dead_actor_causes", lambda: [])
 
     def mark(path: Path, step: int) -> None:
         if step == 2:
@@ -186,7 +194,7 @@ def test_a_worker_whose_disk_filled_up_is_a_disk_full_error(
         tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     text = "OSError: [Errno 28] No space left on device: '/x/global_step_3/actor/model.pt'"
     monkeypatch.setattr(supervise, "failed_task_causes",
-                        lambda: [("DexrlActor.save_checkpoint", text, [text])])
+                        lambda **kw: [("DexrlActor.save_checkpoint", text, [text])])
     supervisor = _supervisor(tmp_path, [])
 
     def loop() -> None:
@@ -226,7 +234,8 @@ CUDA_OOM = ("torch.OutOfMemoryError: CUDA out of memory. Tried to allocate 2.00 
 def test_an_out_of_memory_worker_names_its_group_and_the_settings_that_cut_it(
         tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setattr(supervise, "failed_task_causes",
-                        lambda: [("DexrlActor.run_training", CUDA_OOM, ["Traceback", CUDA_OOM])])
+                        lambda **kw: [("DexrlActor.run_training", CUDA_OOM,
+                                       ["Traceback", CUDA_OOM])])
     supervisor = _supervisor(tmp_path, [])
 
     def loop() -> None:
@@ -244,6 +253,7 @@ def test_an_out_of_memory_worker_names_its_group_and_the_settings_that_cut_it(
 def test_out_of_memory_kinds_and_groups() -> None:
     host = "ray.exceptions.OutOfMemoryError: Task was killed due to the node running low on memory."
     assert out_of_memory([("DexrlEnv.interact", host, [host])])[:2] == ("env", "host")
+    assert out_of_memory([("DexrlAsyncEnv.interact", host, [host])])[:2] == ("env", "host")
     assert out_of_memory([("DexrlRollout.generate", CUDA_OOM, [CUDA_OOM])])[:2] == (
         "rollout", "GPU")
     assert out_of_memory([("DexrlActor.run_training", "ValueError: x", ["ValueError: x"])]) is None
@@ -331,26 +341,125 @@ def test_a_full_disk_in_the_driver_is_one_error_and_a_closed_record(quick_launch
 @pytest.mark.parametrize(("signum", "code"), [(signal.SIGINT, 130), (signal.SIGTERM, 143)])
 def test_an_interrupted_launch_exits_128_plus_the_signal(quick_launch, signum: int,
                                                          code: int) -> None:
+    """The handlers found before the launch are given back, whatever they were: Python's
+    default in a terminal, SIG_IGN in a background job (``nohup``, a scheduler, ``make test &``).
+    Handlers of the test's own stand in for them, so the check cannot pass by accident."""
     go, run_dir = quick_launch
 
     def body(run_dir: Path) -> int:
         raise Interrupted(signum)
 
-    assert go(body) == code
-    assert _status(run_dir) == "interrupted"
-    assert signal.getsignal(signal.SIGINT) is signal.default_int_handler  # handlers given back
+    def before_int(signum: int, frame: object) -> None: ...
+    def before_term(signum: int, frame: object) -> None: ...
+
+    with _handlers({signal.SIGINT: before_int, signal.SIGTERM: before_term}):
+        assert go(body) == code
+        assert _status(run_dir) == "interrupted"
+        assert signal.getsignal(signal.SIGINT) is before_int  # handlers given back
+        assert signal.getsignal(signal.SIGTERM) is before_term
 
 
 def test_after_a_stop_late_signals_stay_harmless() -> None:
     said: list[str] = []
     stop = StopSignals(say=said.append)
-    stop.install()
-    try:
+    with _handlers({}):
+        stop.install()
         with pytest.raises(Interrupted):
             signal.raise_signal(signal.SIGINT)
         stop.restore()  # the launch is over, the process about to print and exit
         signal.raise_signal(signal.SIGINT)  # pressed once more: no KeyboardInterrupt
         assert said == ["SIGINT received: stopping the run (workers, then Ray; a few seconds)"]
+
+
+@contextlib.contextmanager
+def _handlers(during: dict[int, object]) -> Iterator[None]:
+    """Set ``during``'s handlers for the block, then give SIGINT and SIGTERM back the handlers
+    they had before it (Python's default, or SIG_IGN when the tests run in the background)."""
+    before = {signum: signal.getsignal(signum) for signum in (signal.SIGINT, signal.SIGTERM)}
+    try:
+        for signum, handler in during.items():
+            signal.signal(signum, handler)
+        yield
     finally:
-        signal.signal(signal.SIGINT, signal.default_int_handler)
-        signal.signal(signal.SIGTERM, signal.SIG_DFL)
+        for signum, handler in before.items():
+            signal.signal(signum, handler)
+
+
+# A dead worker -------------------------------------------------------------------------------
+
+def _dead(ended: str = VANISHED, **changes: object) -> WorkerDeath:
+    fields = dict(cls="DexrlEnv", name="EnvGroup:0", pid=4242, node_ip="10.0.0.2", node_id="n1",
+                  reason="WORKER_DIED", ended=ended)
+    fields.update(changes)
+    return WorkerDeath(**fields)  # type: ignore[arg-type]
+
+
+def _fail_after_two_steps(tmp_path: Path, monkeypatch: pytest.MonkeyPatch,
+                          deaths: list[WorkerDeath], tasks: list | None = None) -> DexrlError:
+    monkeypatch.setattr(supervise, "run_worker_deaths", lambda: deaths)
+    monkeypatch.setattr(supervise, "failed_task_causes", lambda **kw: tasks or [])
+    supervisor = _supervisor(tmp_path, [])
+    supervisor.node_ranks = {"n1": 1}
+
+    def loop() -> None:
+        _steps(supervisor, tmp_path, [CLEAN, CLEAN])
+        supervisor.failure.event.set()
+
+    with pytest.raises(DexrlError) as err:
+        supervisor.run(loop)
+    return err.value
+
+
+def test_a_dead_worker_is_one_line_naming_it_the_last_checkpoint_and_the_command(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture) -> None:
+    # the env's death makes the actor's call fail too: the death is the story, not that failure
+    knock_on = [("DexrlActor.run_training", "RuntimeError: channel closed", ["x"])]
+    err = _fail_after_two_steps(tmp_path, monkeypatch, [_dead("killed by SIGSEGV")], knock_on)
+    assert err.code == "training-worker-died"
+    assert err.message == ("the env worker EnvGroup:0 (rank 0, pid 4242, node 1, 10.0.0.2) died "
+                           "during step 3: killed by SIGSEGV; the last complete checkpoint is "
+                           "global_step_2")
+    assert f"`dexrl resume {tmp_path}` continues from global_step_2" in err.hint
+    assert "--max-restarts" in err.hint
+    assert "Ray's record of the env worker" in capsys.readouterr().err  # Ray's text: the log
+
+
+def test_a_worker_the_oom_killer_took_is_out_of_memory(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    err = _fail_after_two_steps(tmp_path, monkeypatch, [
+        _dead("killed by the kernel's OOM killer (out of host memory)", out_of_memory=True)])
+    assert err.code == "training-out-of-memory" and err.where == "worker group env"
+    assert "ran out of host memory during step 3" in err.message
+    assert "env.train.total_num_envs" in err.hint
+
+
+def test_a_worker_that_raised_while_starting_is_a_worker_failure(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    err = _fail_after_two_steps(tmp_path, monkeypatch, [
+        _dead("raised while starting: zipfile.BadZipFile: bad", raised=True)])
+    assert err.code == "training-worker-failed"  # deterministic: never restarted by itself
+    assert "zipfile.BadZipFile" in err.message and "global_step_2" in err.message
+
+
+def test_a_call_that_failed_for_a_dead_peer_waits_for_the_death_record(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """Ray records a death a moment after the calls to the dead worker fail: a failure that
+    says so looks again; the control, a plain exception, is reported as it is."""
+    looks: list[int] = []
+
+    def deaths() -> list[WorkerDeath]:
+        looks.append(1)
+        return [] if len(looks) == 1 else [_dead()]
+
+    monkeypatch.setattr(supervise, "KNOCK_ON_WAIT_S", 0.0)
+    peer = [("DexrlActor.run_training", "ray.exceptions.ActorDiedError: The actor died", ["x"])]
+    err = _fail_after_two_steps(tmp_path, monkeypatch, [], peer)
+    monkeypatch.setattr(supervise, "run_worker_deaths", deaths)
+    supervisor = _supervisor(tmp_path, [])
+    supervisor.step = 2
+    assert supervisor._worker_failure().code == "training-worker-died"
+    assert err.code == "training-worker-failed"  # no death on record at all: the failure it is
+    looks.clear()
+    monkeypatch.setattr(supervise, "failed_task_causes",
+                        lambda **kw: [("DexrlActor.run_training", "ValueError: x", ["x"])])
+    assert supervisor._worker_failure().code == "training-worker-failed" and len(looks) == 1
