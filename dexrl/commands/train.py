@@ -102,6 +102,7 @@ def show_plan(new: NewRun, *, as_json: bool = False) -> None:
         make_forecast,
         render_forecast,
     )
+    from dexrl.training.memory_choice import choice_record, render_choice
     from dexrl.training.plan import plan_record, render_plan
 
     result, findings, per_node = new.result, new.findings, new.per_node
@@ -115,13 +116,15 @@ def show_plan(new: NewRun, *, as_json: bool = False) -> None:
         print_json(PLAN_SCHEMA, config_name=result.name, gpus_per_node=per_node,
                    smoke=new.smoke, global_steps=planned_steps(result.cfg),
                    plan=plan_record(plan, per_node),
+                   memory_plan=choice_record(new.memory),
                    forecast=forecast_record(forecast, device, read_here),
                    findings=[f.document() for f in findings], run_dir=target,
                    run_folder_settings=owned, launch_command=command)
         return
     out = console()
     out.print(f"Plan for {result.name} ({per_node} GPU(s) per node assumed):", markup=False)
-    for line in render_plan(plan, per_node) + render_forecast(forecast, device, read_here):
+    lines = render_choice(new.memory) + render_plan(plan, per_node)
+    for line in lines + render_forecast(forecast, device, read_here):
         out.print(line, markup=False)
     for f in findings:
         out.print(f"warning: {f.render()}", markup=False)
