@@ -74,8 +74,11 @@ def train(
     mode: str = options.mode(),
     algo: str = options.algo(),
     noise: str = options.noise(),
+    memory_plan: str = options.memory_plan(),
 ) -> None:
     """Train a policy with PPO or GRPO on a LIBERO suite or a built-in task via RLinf."""
+    from dexrl.doctor.cuda import smallest_gpu_gb
+
     options.refuse_json_without_dry_run(as_json, dry_run, progress="a training run's progress",
                                         as_data="the plan")
     new = prepare(TrainRequest(
@@ -84,7 +87,8 @@ def train(
                              overrides=tuple(overrides or ())),
         ckpt=ckpt, name=name, run_dir=run_dir, dry_run=dry_run, gpus_per_node=gpus_per_node,
         launch=LaunchOptions(ray_address=ray_address, verbose=verbose,
-                             stall_timeout=stall_timeout)))
+                             stall_timeout=stall_timeout),
+        memory_plan=memory_plan, gpu_gb=None if smoke else smallest_gpu_gb()))
     if dry_run:
         show_plan(new, as_json=as_json)
         return
