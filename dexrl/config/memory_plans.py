@@ -10,7 +10,11 @@ docs/performance.md#memory-plans.
 
 from __future__ import annotations
 
+import copy
+from collections.abc import Sequence
 from dataclasses import dataclass
+
+from omegaconf import DictConfig, OmegaConf, open_dict
 
 from dexrl.catalog import policy_for
 from dexrl.config.modes import SYNC, run_mode
@@ -131,8 +135,23 @@ def plan_overrides(plan: MemoryPlan, s: Settings) -> list[str]:
             *(f"{key}={_yaml(value)}" for key, value in plan_settings(plan, s).items())]
 
 
-def user_wins(plan_keys: dict[str, object], user_overrides: tuple[str, ...] | list[str]
-              ) -> dict[str, str]:
+def apply_plan(cfg: DictConfig, plan: MemoryPlan, user_overrides: Sequence[str]
+               ) -> tuple[DictConfig, dict[str, object], dict[str, str]]:
+    """A copy of ``cfg`` (composed with the user's overrides) under ``plan``, as composing it
+    with :func:`plan_overrides` before the user's would give, without composing again; with
+    the plan's settings and the ones the user's ``key=value`` kept (:func:`user_wins`)."""
+    settings = plan_settings(plan, Settings.read(cfg))
+    kept = user_wins(settings, user_overrides)
+    out = copy.deepcopy(cfg)
+    with open_dict(out):
+        for key, value in settings.items():
+            if key not in kept:
+                OmegaConf.update(out, key, value, merge=False)
+        OmegaConf.update(out, RECORD_KEY, plan.name, force_add=True)
+    return out, settings, kept
+
+
+def user_wins(plan_keys: dict[str, object], user_overrides: Sequence[str]) -> dict[str, str]:
     """The plan's keys a user's ``key=value`` sets too (key -> the user's value): the user's
     value is the one the run gets."""
     given_keys = {o.key: o.value for o in parse_overrides(list(user_overrides), TRAINING)}

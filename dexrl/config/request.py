@@ -31,7 +31,6 @@ class ConfigRequest:
     smoke: bool = False  # --smoke: the suite's conf/smoke overlay
     ckpt_path: Path | None = None  # --ckpt, located (dexrl.checkpoints.sources)
     overrides: tuple[str, ...] = ()
-    plan: tuple[str, ...] = ()  # a memory plan's settings (config.memory_plans), before the user's
 
     @property
     def names_config(self) -> bool:
@@ -40,8 +39,7 @@ class ConfigRequest:
 
     def hydra_overrides(self) -> list[str]:
         """The overrides to compose with, in the order they apply: the smoke overlay, the
-        checkpoint, the mode, the algorithm and noise, the memory plan, then the user's (which
-        win).
+        checkpoint, the mode, the algorithm and noise, then the user's (which win).
 
         Raises:
             DexrlError: an unknown ``--mode``, ``--algo`` or ``--noise``.
@@ -53,4 +51,4 @@ class ConfigRequest:
                 *(ckpt_overrides(self.ckpt_path) if self.ckpt_path else []),
                 *mode_overrides(self.mode),
                 *algo_overrides(self.algo, self.noise, self.suite, self.config_name),
-                *self.plan, *self.overrides]
+                *self.overrides]

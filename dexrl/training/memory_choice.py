@@ -10,22 +10,13 @@ and takes no plan unless one is named.
 from __future__ import annotations
 
 from collections.abc import Callable
-from dataclasses import dataclass, field, replace
+from dataclasses import dataclass, field
 from typing import Any
 
 from dexrl.config.checks import Facts
-from dexrl.config.memory_plans import (
-    AUTO,
-    PLANS,
-    MemoryPlan,
-    plan_named,
-    plan_overrides,
-    plan_settings,
-    user_wins,
-)
+from dexrl.config.memory_plans import AUTO, PLANS, MemoryPlan, apply_plan, plan_named
 from dexrl.config.modes import place_async
 from dexrl.config.request import ConfigRequest
-from dexrl.config.settings import Settings
 from dexrl.config.validate import Validated, compose_request
 from dexrl.errors import DexrlError
 from dexrl.training.plan import make_plan
@@ -70,40 +61,49 @@ def fits(estimate_gb: float, gpu_gb: float) -> bool:
 
 
 def choose(asked: str, gpu_gb: float | None, smoke: bool,
-           estimate_of: Callable[[MemoryPlan], float], *, estimate: bool = True
+           estimate_of: Callable[[MemoryPlan], float], *, every: bool = True
            ) -> MemoryChoice:
-    """Pick the plan (``estimate_of(plan)``: its per-GPU peak in GB; ``estimate``: whether
-    ``--smoke`` with ``auto``, which takes none, estimates them anyway, for the dry run).
+    """Pick the plan (``estimate_of(plan)``: its per-GPU peak in GB). ``every``: estimate each
+    plan, for the dry run to show; otherwise only those the choice needs (``auto`` stops at
+    the first that fits; ``--smoke`` with ``auto``, which takes none, estimates none).
 
     Raises:
         DexrlError: ``memory-plan-does-not-fit``: the named plan, or with ``auto`` every plan,
             needs more than the GPU holds with the margin.
     """
+    estimates: dict[str, float] = {}
+
+    def estimate(name: str) -> float:
+        if name not in estimates:
+            estimates[name] = estimate_of(plan_named(name))
+        return estimates[name]
+
+    if every:
+        for plan in PLANS:
+            estimate(plan.name)
     if smoke and asked == AUTO:
-        if not estimate:
+        if not every:
             return MemoryChoice(asked, None, None, reason="--smoke runs on the CPU")
-        estimates = {plan.name: estimate_of(plan) for plan in PLANS}
         would = next((n for n, gb in estimates.items() if fits(gb, ASSUMED_GPU_GB)), "none")
         return MemoryChoice(asked, None, None, estimates, reason=(
             "--smoke runs on the CPU; this config at real size on an assumed "
             f"{ASSUMED_GPU_GB:.0f} GB H100 would get {would}"))
-    estimates = {plan.name: estimate_of(plan) for plan in PLANS}
     card = gpu_gb if gpu_gb is not None else ASSUMED_GPU_GB
-    fitting = [name for name, gb in estimates.items() if fits(gb, card)]
     where = (f"this machine's smallest GPU ({size(card * GB)})" if gpu_gb is not None
              else f"an assumed {ASSUMED_GPU_GB:.0f} GB H100 (this machine shows no GPU)")
     if asked != AUTO:
         name = plan_named(asked).name
-        if gpu_gb is not None and name not in fitting:
+        if gpu_gb is not None and not fits(estimate(name), card):
+            fitting = [p.name for p in PLANS if fits(estimate(p.name), card)]
             raise _does_not_fit(f"memory plan {name} does not fit", estimates[name], card,
                                 fitting, estimates)
         checked = ("fits " + where) if gpu_gb is not None else "not checked: no GPU facts"
         return MemoryChoice(asked, name, gpu_gb, estimates,
                             reason=f"--memory-plan {name}; {checked}")
-    if not fitting:
+    name = next((p.name for p in PLANS if fits(estimate(p.name), card)), None)
+    if name is None:
         smallest = PLANS[-1].name
         raise _does_not_fit("no memory plan fits", estimates[smallest], card, [], estimates)
-    name = fitting[0]
     return MemoryChoice(asked, name, gpu_gb, estimates,
                         reason=f"auto: the largest plan that fits {where} with {MARGIN:.0%} "
                                "to spare")
@@ -169,38 +169,30 @@ def compose_with_plan(asked: ConfigRequest, memory_plan: str, gpu_gb: float | No
                       per_node: int, *, dry_run: bool) -> tuple[Validated, MemoryChoice]:
     """Compose the config a launch asks for with the memory plan :func:`choose` picks.
 
-    ``--smoke`` with ``auto`` composes once, as without plans (the dry run also estimates
-    each plan, to say what a GPU would get); otherwise each plan is composed and estimated
-    (:func:`dexrl.training.plan.make_plan`). A config that cannot be estimated (its errors
-    are reported by the checks that follow) gets no plan.
+    The config is composed once; each plan's settings go on a copy
+    (:func:`dexrl.config.memory_plans.apply_plan`), which is estimated
+    (:func:`dexrl.training.plan.make_plan`). ``--smoke`` with ``auto`` takes no plan (its dry
+    run still estimates each, to say what a GPU would get). A config that cannot be estimated
+    (its errors are reported by the checks that follow) gets no plan.
 
     Raises:
         DexrlError: ``memory-plan-does-not-fit`` (:func:`choose`).
     """
-    def compose(plan_args: tuple[str, ...]) -> Validated:
-        request = replace(asked, plan=plan_args)
-        return compose_request(request.suite, request.model, request.config_name,
-                               request.hydra_overrides())
-
-    plain = compose(())
+    plain = compose_request(asked.suite, asked.model, asked.config_name,
+                            asked.hydra_overrides())
     if asked.smoke and memory_plan == AUTO and not dry_run:
         return plain, MemoryChoice(AUTO, None, None, reason="--smoke runs on the CPU")
-    try:
-        base = Settings.read(plain.cfg)
-    except Exception:  # the checks that follow name what is wrong
-        return plain, MemoryChoice(memory_plan, None, gpu_gb,
-                                   reason="the config has errors")
-    composed: dict[str, Validated] = {}
+    planned: dict[str, tuple[Any, dict[str, object], dict[str, str]]] = {}
 
     def estimate_of(plan: MemoryPlan) -> float:
-        composed[plan.name] = result = compose(tuple(plan_overrides(plan, base)))
-        place_async(result.cfg, per_node, asked.smoke)
+        planned[plan.name] = applied = apply_plan(plain.cfg, plan, asked.overrides)
+        place_async(applied[0], per_node, asked.smoke)
         # a GPU run's estimate, --smoke's too: what its config needs at real size on a GPU
-        estimate = make_plan(result.cfg, Facts(None, per_node))
+        estimate = make_plan(applied[0], Facts(None, per_node))
         return max(estimate.memory_gb_per_gpu.values(), default=0.0)
 
     try:
-        choice = choose(memory_plan, gpu_gb, asked.smoke, estimate_of, estimate=dry_run)
+        choice = choose(memory_plan, gpu_gb, asked.smoke, estimate_of, every=dry_run)
     except DexrlError:
         raise
     except Exception:  # the checks that follow name what is wrong
@@ -208,7 +200,5 @@ def compose_with_plan(asked: ConfigRequest, memory_plan: str, gpu_gb: float | No
                                    reason="the config has errors")
     if choice.name is None:
         return plain, choice
-    plan = plan_named(choice.name)
-    choice.settings = plan_settings(plan, base)
-    choice.kept = user_wins(choice.settings, asked.overrides)
-    return composed[plan.name], choice
+    cfg, choice.settings, choice.kept = planned[choice.name]
+    return Validated(plain.name, cfg, list(plain.findings)), choice

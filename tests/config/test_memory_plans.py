@@ -9,6 +9,7 @@ from dexrl.config.compose import compose
 from dexrl.config.memory_plans import (
     CHOICES,
     NAMES,
+    apply_plan,
     check_choice,
     micro_batch,
     plan_named,
@@ -95,3 +96,19 @@ def test_a_users_key_value_wins_and_is_named() -> None:
     assert cfg.actor.enable_offload is True  # the plan's, which the user left alone
     assert user_wins(plan_settings(plan, base), user) == {"actor.micro_batch_size": "32"}
     assert user_wins(plan_settings(plan, base), ["runner.max_steps=3"]) == {}
+
+
+@pytest.mark.parametrize("plan", NAMES)
+def test_a_plan_applied_to_a_composed_config_equals_composing_with_it(plan: str) -> None:
+    """What train does (one composition, the plan set on a copy) is what Hydra composes with
+    the plan's overrides before the user's."""
+    from omegaconf import OmegaConf
+
+    user = ["actor.micro_batch_size=32", "runner.max_steps=3"]
+    cfg = compose(SPATIAL["dm0"], user)
+    applied, settings, kept = apply_plan(cfg, plan_named(plan), user)
+    hydra = compose(SPATIAL["dm0"], [*plan_overrides(plan_named(plan), Settings.read(cfg)),
+                                     *user])
+    assert OmegaConf.to_container(applied) == OmegaConf.to_container(hydra)
+    assert OmegaConf.to_container(cfg) != OmegaConf.to_container(applied)  # a copy, changed
+    assert (kept == {"actor.micro_batch_size": "32"}) == (plan != "80gb")

@@ -60,13 +60,28 @@ def test_auto_with_no_plan_that_fits_is_refused() -> None:
     assert "total_num_envs" in err.value.hint
 
 
+def test_a_launch_estimates_only_the_plans_its_choice_needs() -> None:
+    asked: list[str] = []
+
+    def counted(plan: MemoryPlan) -> float:
+        asked.append(plan.name)
+        return ESTIMATES[plan.name]
+
+    assert choose("auto", 51.0, False, counted, every=False).estimates == {
+        "80gb": 59.3, "48gb": 41.8}
+    assert asked == ["80gb", "48gb"]  # stopped at the first that fits
+    asked.clear()
+    assert choose("24gb", 25.4, False, counted, every=False).name == "24gb"
+    assert asked == ["24gb"]
+
+
 def test_without_gpu_facts_a_named_plan_is_applied_unchecked() -> None:
     choice = choose("24gb", None, False, _estimate)
     assert choice.name == "24gb" and "not checked" in choice.reason
 
 
 def test_smoke_takes_no_plan_and_the_dry_run_says_what_a_gpu_would_get() -> None:
-    quiet = choose("auto", None, True, _estimate, estimate=False)
+    quiet = choose("auto", None, True, _estimate, every=False)
     assert quiet.name is None and quiet.estimates == {}
     shown = choose("auto", None, True, _estimate)
     assert shown.name is None and shown.reason.endswith("would get 80gb")
