@@ -127,10 +127,11 @@ def caps(gpu0: dict[str, Any], cap_gib: float) -> dict[str, float]:
     workers = gpu0["workers"]
     fixed = sum(w["overhead_gb"] for w in workers) + sum(
         w["working_gb"] for w in workers if w["role"] == "env")
+    env_cap = 0.5  # GB: the env worker's own tensors (its EGL memory is outside torch)
     need = {w["role"]: w["resident_gb"] + w["working_gb"] for w in workers if w["role"] != "env"}
-    scale = (cap_gib * GIB / 1e9 - fixed) / sum(need.values())
+    scale = (cap_gib * GIB / 1e9 - fixed - env_cap) / sum(need.values())
     out = {role: gb * scale * 1e9 for role, gb in need.items()}
-    out["env"] = 0.5e9  # the env worker's own tensors (its EGL memory is outside torch)
+    out["env"] = env_cap * 1e9
     return out
 
 
@@ -138,8 +139,9 @@ def run_variant(setup: Setup, model: str, variant: str, overrides: list[str],
                 cap_gib: float) -> dict[str, Any]:
     """One ``dexrl train`` of ``variant``: its steps, peak memory and the dry run's estimate."""
     plan = variant.split("-")[0]
+    # one GPU: a dry run assumes 8 per node unless told
     base = ["--suite", SUITE, "--model", model, *checkpoint(setup, model),
-            "--memory-plan", plan, *overrides]
+            "--gpus-per-node", "1", "--memory-plan", plan, *overrides]
     planned = estimate(base)
     run_dir = setup.out / f"{model}-{variant}"
     env = dict(os.environ)
