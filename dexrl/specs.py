@@ -80,6 +80,9 @@ class ModelSpec:
             model, for the memory and disk estimates of ``--dry-run`` (0: unknown).
         prefix_kv_bytes: Bytes of one sample's prefix keys/values in bf16 at the real size (the
             training prefix cache's unit, for ``--dry-run``; 0: unknown).
+        memory_gb_per_sample: (a training sample's activations with ``train_expert_only``, a
+            rollout sample's, a CUDA-graphed rollout sample's) in GB at the real size in bf16,
+            for the memory estimate (0: the generic figures of :mod:`dexrl.training.memory`).
         extra_keys: ``"module:NAME"`` of the checkpoint entries the network does not use
             (fnmatch patterns; loading tolerates them, ``export`` reports them).
         check_tensors: ``"module:function"``, the deep checkpoint check ``download`` and
@@ -98,6 +101,7 @@ class ModelSpec:
     norm_stats: bool = False
     params: tuple[float, float] = (0.0, 0.0)
     prefix_kv_bytes: float = 0.0
+    memory_gb_per_sample: tuple[float, float, float] = (0.0, 0.0, 0.0)
     extra_keys: Reference | None = None
     check_tensors: Reference | None = None
     check_config: Reference | None = None

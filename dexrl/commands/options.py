@@ -86,6 +86,15 @@ def max_restarts() -> Any:
                         "node was lost or the run stalled, up to N times (docs/failures.md).")
 
 
+def memory_plan() -> Any:
+    """``--memory-plan`` (train)."""
+    return typer.Option("auto", "--memory-plan",
+                        help="auto (default: the largest plan whose memory estimate fits this "
+                        "machine's GPUs), 80gb, 48gb or 24gb: what a run moves off the GPU "
+                        "(docs/performance.md#memory-plans). A key=value you give wins over "
+                        "the plan's.")
+
+
 def refuse_json_without_dry_run(as_json: bool, dry_run: bool, *, progress: str,
                                 as_data: str) -> None:
     """``--json`` of a launching verb (train, resume) describes a dry run only.

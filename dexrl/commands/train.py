@@ -75,8 +75,11 @@ def train(
     mode: str = options.mode(),
     algo: str = options.algo(),
     noise: str = options.noise(),
+    memory_plan: str = options.memory_plan(),
 ) -> None:
     """Train a policy with PPO or GRPO on a LIBERO suite or a built-in task via RLinf."""
+    from dexrl.doctor.cuda import smallest_gpu_gb
+
     options.refuse_json_without_dry_run(as_json, dry_run, progress="a training run's progress",
                                         as_data="the plan")
     new = prepare(TrainRequest(
@@ -85,7 +88,8 @@ def train(
                              overrides=tuple(overrides or ())),
         ckpt=ckpt, name=name, run_dir=run_dir, dry_run=dry_run, gpus_per_node=gpus_per_node,
         launch=LaunchOptions(ray_address=ray_address, verbose=verbose,
-                             stall_timeout=stall_timeout, max_restarts=max_restarts)))
+                             stall_timeout=stall_timeout, max_restarts=max_restarts),
+        memory_plan=memory_plan, gpu_gb=None if smoke else smallest_gpu_gb()))
     if dry_run:
         show_plan(new, as_json=as_json)
         return
@@ -103,6 +107,7 @@ def show_plan(new: NewRun, *, as_json: bool = False) -> None:
         make_forecast,
         render_forecast,
     )
+    from dexrl.training.memory_choice import choice_record, render_choice
     from dexrl.training.plan import plan_record, render_plan
 
     result, findings, per_node = new.result, new.findings, new.per_node
@@ -116,13 +121,15 @@ def show_plan(new: NewRun, *, as_json: bool = False) -> None:
         print_json(PLAN_SCHEMA, config_name=result.name, gpus_per_node=per_node,
                    smoke=new.smoke, global_steps=planned_steps(result.cfg),
                    plan=plan_record(plan, per_node),
+                   memory_plan=choice_record(new.memory),
                    forecast=forecast_record(forecast, device, read_here),
                    findings=[f.document() for f in findings], run_dir=target,
                    run_folder_settings=owned, launch_command=command)
         return
     out = console()
     out.print(f"Plan for {result.name} ({per_node} GPU(s) per node assumed):", markup=False)
-    for line in render_plan(plan, per_node) + render_forecast(forecast, device, read_here):
+    lines = render_choice(new.memory) + render_plan(plan, per_node)
+    for line in lines + render_forecast(forecast, device, read_here):
         out.print(line, markup=False)
     for f in findings:
         out.print(f"warning: {f.render()}", markup=False)

@@ -20,6 +20,7 @@ SAFE_RESUME_KEYS = (
     "runner.save_interval",
     "runner.val_check_interval",
     "runner.resume_dir",
+    "runner.memory_plan",
     "runner.logger.*",
     "runner.divergence.*",
     "env.*.video_cfg.*",
@@ -27,6 +28,7 @@ SAFE_RESUME_KEYS = (
     "actor.enable_offload",
     "rollout.enable_offload",
     "env.enable_offload",
+    "actor.model.dexbotic.prefix_cache.*",  # the cache equals recomputing (docs/performance.md)
 )
 
 

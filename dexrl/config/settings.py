@@ -673,6 +673,11 @@ class Runner:
         "RLinf: reset the envs for the next global step's first rollout epoch while the actor "
         "trains (sync and pipeline runners; ignored with env offload). Absent: false; "
         "conf/fast_paths/gpu.yaml sets it.")
+    memory_plan: str | None = setting(
+        "str",
+        "dexrl: the memory plan the run was composed with (`dexrl train --memory-plan`, "
+        "docs/performance.md#memory-plans); a record, set by dexrl. Absent: none.",
+        choices=("80gb", "48gb", "24gb"))
     resume_dir: str | None = setting(
         "str|null", "Checkpoint RLinf resumes from (dexrl resume sets it).")
     ckpt_path: str | None = setting(

@@ -112,6 +112,20 @@ def probe_cuda(timeout: float) -> CudaFacts:
                      driver, smi, tuple(raw["warnings"]))
 
 
+def smallest_gpu_gb(timeout: float = 60.0) -> float | None:
+    """Memory of the smallest GPU torch sees here, in GB, from the probe the doctor runs (a
+    child interpreter: the caller holds no CUDA context); None on a machine without NVIDIA's
+    driver (no ``nvidia-smi``), without a visible GPU, or when the probe fails."""
+    if shutil.which("nvidia-smi") is None:
+        return None
+    try:
+        facts = probe_cuda(timeout)
+    except ProbeError:
+        return None
+    sizes = [g.total_bytes for g in facts.gpus]
+    return min(sizes) / 1e9 if sizes else None
+
+
 def check_devices(f: CudaFacts) -> CheckResult:
     """Are CUDA GPUs usable? Without one this is a clear ``fail`` for training, with the reason."""
     facts = {"torch": f.torch, "torch_cuda": f.torch_cuda, "driver": f.driver,

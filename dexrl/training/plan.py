@@ -23,12 +23,10 @@ from dexrl.config.placement import parse_placement
 from dexrl.config.resume_rules import planned_steps, steps_source
 from dexrl.config.settings import Dexbotic, Settings, given, settings_of
 from dexrl.errors import DexrlError, errors
+from dexrl.training import memory
 from dexrl.units import size
 
 GB = 1e9
-ACTIVATION_GB_PER_SAMPLE = 5.0 / 32  # micro-batch 32 with a frozen prefix ≈ 5 GB
-FULL_FT_ACTIVATION_GB_PER_SAMPLE = 40.0 / 32  # full fine-tuning without checkpointing
-ENV_GB_PER_GPU = 2.0  # EGL rendering context and buffers
 
 
 @dataclass
@@ -48,7 +46,9 @@ class Plan:
     checkpoint_gb: float = 0.0
     saves: int = 0
     save_interval: int = 0  # runner.save_interval (0 or less: no checkpoints)
-    memory_gb_per_gpu: dict[int, float] = field(default_factory=dict)
+    memory_gb_per_gpu: dict[int, float] = field(default_factory=dict)  # each GPU's peak
+    memory: dict[int, memory.GpuMemory] = field(default_factory=dict)  # its workers and phases
+    offload_gb: dict[str, float] = field(default_factory=dict)  # role -> GB moved each way
     prefix_cache: PrefixCachePlan | None = None
     attention: str = "eager"
     rollout_speed: str = "eager"
@@ -186,24 +186,31 @@ def make_plan(cfg: DictConfig, facts: Facts, ckpt_dir: Path | None = None,
     if expert_only and kv_bytes:
         plan.prefix_cache = _prefix_cache_plan(dexbotic, kv_bytes * weight_bytes / 2 * plan.samples
                                                / actor_ranks / GB, update_epochs)
-    per_sample = ACTIVATION_GB_PER_SAMPLE if expert_only else FULL_FT_ACTIVATION_GB_PER_SAMPLE
+    train_gb, rollout_gb, graph_gb = (policy.model.memory_gb_per_sample if policy is not None
+                                      else (0.0, 0.0, 0.0))
+    per_sample = ((train_gb or memory.TRAIN_GB_PER_SAMPLE) if expert_only
+                  else memory.FULL_FT_TRAIN_GB_PER_SAMPLE)
     # A joint log-prob (flow_noise's) re-scores every stochastic denoising step with a graph: the
     # expert's activations of each are kept for backward (bench/algorithms.py: 10 steps hold
     # 12-13x the bytes of one scored step; docs/algorithms.md#what-each-costs).
     per_sample *= scored_passes(s)
-    for comp, gpus in plan.placement.items():
-        for node, gpu in gpus:
-            key = node * facts.gpus_per_node + gpu
-            mem = plan.memory_gb_per_gpu.get(key, 0.0)
-            if comp == "actor":
-                mem += (4 * plan.params + 16 * plan.trainable) / actor_ranks / GB
-                mem += per_sample * mbs * activation_scale
-                mem += plan.prefix_cache.device_gb if plan.prefix_cache else 0.0
-            elif comp == "rollout":
-                mem += weight_bytes * plan.params / GB
-            elif comp == "env":
-                mem += ENV_GB_PER_GPU
-            plan.memory_gb_per_gpu[key] = mem
+    graphs = s.rollout.enable_cuda_graph is True
+    env_ranks = len(plan.placement.get("env", [])) or 1
+    inputs = memory.MemoryInputs(
+        params=plan.params, trainable=plan.trainable, weight_bytes=weight_bytes,
+        actor_ranks=actor_ranks, micro_batch=mbs, train_gb_per_sample=per_sample * activation_scale,
+        cache_device_gb=plan.prefix_cache.device_gb if plan.prefix_cache else 0.0,
+        rollout_batch=-(-envs // (rollout_ranks * stages)),
+        rollout_gb_per_sample=(rollout_gb or memory.ROLLOUT_GB_PER_SAMPLE) * activation_scale,
+        graph_gb_per_sample=((graph_gb or memory.GRAPH_GB_PER_SAMPLE) * activation_scale
+                             if graphs else 0.0),
+        env_gb=(0.0 if train.dexrl_env else memory.LIBERO_ENV_GB * -(-envs // env_ranks)),
+        actor_offload=s.actor.enable_offload is True,
+        rollout_offload=s.rollout.enable_offload is True,
+        overhead_gb=0.0 if facts.cpu_only else memory.WORKER_OVERHEAD_GB)
+    plan.memory = memory.estimate(inputs, plan.placement, facts.gpus_per_node)
+    plan.memory_gb_per_gpu = {key: gpu.peak_gb for key, gpu in plan.memory.items()}
+    plan.offload_gb = memory.offload_gb(inputs)
     return plan
 
 
@@ -270,11 +277,23 @@ def render_plan(plan: Plan, gpus_per_node: int) -> list[str]:
         f"Rollout calls: {plan.rollout_speed}",
         f"Checkpoints: ≈{size_text(plan.checkpoint_gb)} each, {plan.saves} save(s) → "
         f"≈{size_text(plan.checkpoint_gb * plan.saves)} of disk",
-        "Memory estimate per GPU (analytic):",
+        "Memory estimate per GPU (all its processes, GB; docs/performance.md#the-memory-"
+        "estimate):",
     ]
-    for key, gb in sorted(plan.memory_gb_per_gpu.items()):
-        lines.append(f"  {key // gpus_per_node}:{key % gpus_per_node}  ≈{size_text(gb)}")
+    for key, gpu in sorted(plan.memory.items()):
+        lines.append(f"  {key // gpus_per_node}:{key % gpus_per_node}  {memory.render_gpu(gpu)}")
+    moved = plan_moves(plan)
+    if moved:
+        lines.append("Moved off the GPU, per global step (transfer times assumed, not measured):")
+        lines += [f"  {what}: ≈{gb:.0f} GB, ≈{seconds:.1f} s" for what, gb, seconds in moved]
     return lines
+
+
+def plan_moves(plan: Plan) -> list[tuple[str, float, float]]:
+    """What the plan's levers move between GPU and host each global step (memory.moves)."""
+    cache = plan.prefix_cache
+    return memory.moves(plan.offload_gb, cache.host_gb if cache else 0.0,
+                        cache.update_epochs if cache else 1)
 
 
 def plan_record(plan: Plan, gpus_per_node: int) -> dict[str, Any]:
@@ -303,7 +322,10 @@ def plan_record(plan: Plan, gpus_per_node: int) -> dict[str, Any]:
         "checkpoints": {"gb_each": plan.checkpoint_gb, "saves": plan.saves,
                         "gb_total": plan.checkpoint_gb * plan.saves},
         "memory_gb_per_gpu": [{"node": key // gpus_per_node, "gpu": key % gpus_per_node,
-                               "gb": gb} for key, gb in sorted(plan.memory_gb_per_gpu.items())],
+                               "gb": gpu.peak_gb, **memory.gpu_record(gpu)}
+                              for key, gpu in sorted(plan.memory.items())],
+        "moved_per_global_step": [{"what": what, "gb": gb, "seconds": seconds}
+                                  for what, gb, seconds in plan_moves(plan)],
     }
 
 

@@ -42,6 +42,7 @@ if TYPE_CHECKING:
     from dexrl.checkpoints.files.steps import Checkpoint
     from dexrl.config.validate import Validated
     from dexrl.training.forecast import Forecast
+    from dexrl.training.memory_choice import MemoryChoice
     from dexrl.training.plan import Plan
 
 
@@ -56,6 +57,8 @@ class TrainRequest:
     dry_run: bool = False
     gpus_per_node: int | None = None
     launch: LaunchOptions = field(default_factory=LaunchOptions)
+    memory_plan: str = "auto"  # --memory-plan (dexrl.config.memory_plans)
+    gpu_gb: float | None = None  # this machine's smallest GPU (GB); None: no GPU facts
 
     @property
     def smoke(self) -> bool:
@@ -186,10 +189,32 @@ def with_plan_facts(exc: DexrlError, spec: LaunchSpec) -> DexrlError:
         if not estimates:
             return exc
         fact = (f"the plan estimated about {size_text(max(estimates))} on each GPU the {role} "
-                "group uses (`dexrl train --dry-run` shows the estimate)")
+                "group uses (`dexrl train --dry-run` shows the estimate); "
+                + oom_plan_advice(role, spec.settings.runner.memory_plan))
     exc.message = f"{exc.message}; {fact}"
     exc.args = (exc.message,)
     return exc
+
+
+OOM_PHASES = {"actor": "training (forward and backward of the micro-batches)",
+              "rollout": "the rollout (the policy's calls)", "env": "the env steps"}
+
+
+def oom_plan_advice(role: str, plan: str | None) -> str:
+    """Which phase a worker group that ran out of memory was in, and which memory plan to try
+    (docs/failures.md#out-of-memory)."""
+    from dexrl.config.memory_plans import NAMES
+
+    phase = f"it failed in {OOM_PHASES.get(role, 'its phase')}"
+    if plan not in NAMES:
+        return (f"{phase}; the run had no memory plan: `dexrl train --memory-plan 24gb "
+                "--dry-run` shows the smallest plan's settings")
+    smaller = NAMES[NAMES.index(plan) + 1:]
+    if not smaller:
+        return f"{phase} under the smallest memory plan ({plan}); cut the settings below"
+    return (f"{phase} under the {plan} memory plan: try the {smaller[0]} plan "
+            f"(`dexrl train --memory-plan {smaller[0]} --dry-run` shows its settings; "
+            "`dexrl resume` takes them as key=value)")
 
 
 def _forecast_of(spec: LaunchSpec) -> Forecast | None:
@@ -230,6 +255,7 @@ class NewRun:
     gpus: int
     target: Path
     owned: dict[str, object]  # the run-folder fields dexrl sets (config.owned_keys)
+    memory: MemoryChoice | None = None  # the memory plan and why (training.memory_choice)
 
     @property
     def smoke(self) -> bool:
@@ -244,9 +270,11 @@ def prepare(request: TrainRequest) -> NewRun:
     """
     from dexrl.checkpoints.sources import locate_checkpoint
     from dexrl.config.compose import suite_of
+    from dexrl.config.memory_plans import check_choice
     from dexrl.config.owned_keys import set_run_folder
     from dexrl.config.run_paths import point_at_checkpoint
-    from dexrl.config.validate import check_composed, compose_request
+    from dexrl.config.validate import check_composed
+    from dexrl.training.memory_choice import compose_with_plan
 
     asked = request.config
     suite, model, smoke = asked.suite, asked.model, asked.smoke
@@ -260,10 +288,10 @@ def prepare(request: TrainRequest) -> NewRun:
                          code="flags-smoke-ckpt")
     if request.ckpt:
         asked = replace(asked, ckpt_path=locate_checkpoint(request.ckpt))
-    overrides = asked.hydra_overrides()
     gpus = 0 if request.dry_run or smoke else gpu_count()
     per_node = gpus_per_node(smoke, gpus, request.gpus_per_node)
-    composed = compose_request(suite, model, asked.config_name, overrides)
+    composed, memory = compose_with_plan(asked, check_choice(request.memory_plan),
+                                         request.gpu_gb, per_node, dry_run=request.dry_run)
     cfg = composed.cfg
     suite_name = suite_of(cfg, suite) or "libero"
     model_type = str(cfg.actor.model.model_type)
@@ -277,7 +305,7 @@ def prepare(request: TrainRequest) -> NewRun:
         point_at_checkpoint(cfg, tiny)
     result = check_composed(composed, suite, per_node, cpu_only=smoke)
     findings = [f for f in result.findings if not (smoke and _is_smoke_path_warning(f))]
-    return NewRun(request, result, findings, suite_name, per_node, gpus, target, owned)
+    return NewRun(request, result, findings, suite_name, per_node, gpus, target, owned, memory)
 
 
 def start(new: NewRun) -> LaunchSpec:

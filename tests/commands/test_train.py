@@ -36,6 +36,58 @@ def test_dry_run_prints_the_plan_and_writes_nothing(cwd: Path) -> None:
     assert list(cwd.iterdir()) == []
 
 
+ONE_GPU = ["--gpus-per-node", "1", "env.train.total_num_envs=8", "actor.global_batch_size=128"]
+
+
+def _gpu_of(monkeypatch: pytest.MonkeyPatch, gb: float | None) -> None:
+    """This machine's GPUs as the doctor's probe would read them (the smallest, in GB)."""
+    from dexrl.doctor import cuda
+
+    monkeypatch.setattr(cuda, "smallest_gpu_gb", lambda timeout=60.0: gb)
+
+
+def test_a_24gb_gpu_gets_the_24gb_plan_in_the_dry_run(cwd: Path,
+                                                      monkeypatch: pytest.MonkeyPatch) -> None:
+    _gpu_of(monkeypatch, 25.4)
+    result = run("train", *SPATIAL_PI0, "--dry-run", "--json", *ONE_GPU)
+    assert result.exit_code == 0, result.output
+    doc = json.loads(result.stdout)
+    plan = doc["memory_plan"]
+    assert plan["name"] == "24gb" and plan["gpu_gb"] == 25.4 and plan["asked"] == "auto"
+    assert plan["settings"]["actor.enable_offload"] is True
+    gpu0 = doc["plan"]["memory_gb_per_gpu"][0]
+    assert gpu0["gb"] == plan["estimates_gb"]["24gb"] < 25.4 * 0.9
+    # the control: an 80 GB GPU keeps the shipped settings
+    _gpu_of(monkeypatch, 85.0)
+    shipped = json.loads(run("train", *SPATIAL_PI0, "--dry-run", "--json", *ONE_GPU).stdout)
+    assert shipped["memory_plan"]["name"] == "80gb" and shipped["memory_plan"]["settings"] == {}
+
+
+def test_a_plan_that_cannot_fit_is_refused_with_the_one_that_does(
+        cwd: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    _gpu_of(monkeypatch, 25.4)
+    result = run("train", *SPATIAL_PI0, "--memory-plan", "80gb", *ONE_GPU)
+    assert result.exit_code == 2
+    assert "[memory-plan-does-not-fit]" in result.stderr
+    assert "hint: use --memory-plan 24gb" in result.stderr
+    assert list(cwd.iterdir()) == []
+    unknown = run("train", *SPATIAL_PI0, "--memory-plan", "16gb", "--dry-run")
+    assert unknown.exit_code == 2 and "[flags-memory-plan-unknown]" in unknown.stderr
+
+
+def test_the_dry_run_names_the_plan_and_a_kept_override(cwd: Path,
+                                                        monkeypatch: pytest.MonkeyPatch) -> None:
+    _gpu_of(monkeypatch, None)  # no GPU facts: a named plan is applied unchecked
+    result = run("train", *SPATIAL_PI0, "--dry-run", "--memory-plan", "24gb", *ONE_GPU,
+                 "actor.micro_batch_size=32")
+    assert result.exit_code == 0, result.output
+    out = result.stdout
+    assert "Memory plan: 24gb (--memory-plan 24gb; not checked: no GPU facts)" in out
+    assert "  kept your actor.micro_batch_size=32 over the plan's 16" in out
+    assert "  sets rollout.enable_offload=true" in out
+    assert "Moved off the GPU, per global step" in out
+
+
 @pytest.mark.parametrize("model", ["pi0", "dm0"])
 def test_a_smoke_dry_run_sizes_the_tiny_model_it_would_train(cwd: Path, model: str) -> None:
     """Not the real model's 3 B parameters, 28 GB checkpoints and 33 GB of memory."""
@@ -46,7 +98,8 @@ def test_a_smoke_dry_run_sizes_the_tiny_model_it_would_train(cwd: Path, model: s
     assert " k parameters" in model_line, model_line
     disk = next(line for line in lines if line.startswith("Checkpoints:"))
     assert disk.endswith(("kB of disk", "MB of disk")), disk
-    memory = lines[lines.index("Memory estimate per GPU (analytic):") + 1]
+    heading = next(i for i, line in enumerate(lines) if line.startswith("Memory estimate per GPU"))
+    memory = lines[heading + 1]
     assert float(memory.split("≈")[1].split()[0]) < 3, memory
     assert list(cwd.iterdir()) == [] or [p.name for p in cwd.iterdir()] == ["home"]
 

@@ -24,7 +24,11 @@ VARIANTS = ([], ["+smoke=cpu"], ["+mode=async"], ["+mode=pipeline"], ["+fast_pat
 @pytest.fixture(scope="module")
 def shipped() -> dict[str, object]:
     """(config name, overlay) -> composed config, for every shipped config."""
-    return {(name, tuple(ov)): compose(name, ov) for name in list_configs() for ov in VARIANTS}
+    out = {(name, tuple(ov)): compose(name, ov) for name in list_configs() for ov in VARIANTS}
+    # `train --memory-plan` records the plan (dexrl.config.memory_plans); once is enough
+    plan = ("libero_spatial_ppo_dexbotic_pi0", ("+runner.memory_plan=24gb",))
+    out[plan] = compose(plan[0], list(plan[1]))
+    return out
 
 
 def _keys(cfg: object) -> list[str]:

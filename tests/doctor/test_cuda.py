@@ -106,3 +106,19 @@ def test_a_hung_cuda_probe_is_a_fail_row(monkeypatch: pytest.MonkeyPatch) -> Non
     rows = list(cuda.run(Context(Budget(60))))
     assert [(r.id, r.status) for r in rows] == [("cuda.devices", "fail")]
     assert "no answer within 90 s" in rows[0].finding and "nvidia-smi" in rows[0].fix
+
+
+def test_smallest_gpu_gb_reads_the_probe_and_none_without_a_driver(
+        monkeypatch: pytest.MonkeyPatch) -> None:
+    from dexrl.doctor import cuda
+
+    mixed = (Gpu(0, "NVIDIA H100 80GB HBM3", 0, int(80 * GIB)),
+             Gpu(1, "NVIDIA RTX 4090", 0, int(24 * GIB)))
+    monkeypatch.setattr(cuda.shutil, "which", lambda name: "/usr/bin/nvidia-smi")
+    monkeypatch.setattr(cuda, "probe_cuda", lambda timeout: facts(gpus=mixed))
+    assert cuda.smallest_gpu_gb() == pytest.approx(24 * GIB / 1e9)
+    monkeypatch.setattr(cuda, "probe_cuda", lambda timeout: facts(gpus=()))
+    assert cuda.smallest_gpu_gb() is None
+    monkeypatch.setattr(cuda.shutil, "which", lambda name: None)  # no driver: no probe at all
+    monkeypatch.setattr(cuda, "probe_cuda", lambda timeout: pytest.fail("probed"))
+    assert cuda.smallest_gpu_gb() is None

@@ -157,3 +157,38 @@ MIN_NEW_SUCCESS = {("pi0", "grpo"): 0.5, ("pi0", "flow_noise"): 0.5,
 def test_grpo_and_flow_noise_read_the_cues_past_the_blind_bound_and_their_controls_do_not(
         tmp_path: Path, model: str, flags: tuple[str, str]) -> None:
     _reads_the_cues(tmp_path, model, MIN_NEW_SUCCESS[model, flags[1]], *flags, control=True)
+
+
+# The 24gb memory plan (docs/performance.md#memory-plans) through the whole pipeline: RLinf
+# offloads the actor (weights, gradients, optimizer state) and the rollout to the host between
+# phases and reloads them every step, and the prefix cache lives in its host tier. On the CPU
+# the moves are copies within host memory, so the plan must train exactly as the shipped
+# settings do (the first steps' metrics agree), learn as they do and its control must not.
+PLAN_24GB = ("--memory-plan", "24gb")
+PARITY_STEPS = 3
+
+
+@pytest.mark.slow
+def test_the_24gb_plan_trains_as_the_shipped_settings_do_and_learns(tmp_path: Path) -> None:
+    import yaml
+
+    learned = run_reach(tmp_path / "plan", 0, STEPS, *PLAN_24GB)
+    config = yaml.safe_load((tmp_path / "plan" / "config.yaml").read_text())
+    assert config["runner"]["memory_plan"] == "24gb"
+    assert config["actor"]["enable_offload"] is True and config["rollout"]["enable_offload"]
+    assert config["actor"]["model"]["dexbotic"]["prefix_cache"] == {"device_gb": 0.0,
+                                                                    "host_gb": 32.0}
+    shipped = run_reach(tmp_path / "shipped", 0, PARITY_STEPS)
+    tags = sorted(t for t in shipped.series if t.startswith(("env/", "actor/", "train/"))
+                  and not t.startswith("time/"))
+    assert "env/return" in tags
+    for tag in tags:
+        steps, values = shipped.series[tag]
+        planned = dict(zip(*learned.series[tag], strict=True))
+        for step, value in zip(steps, values, strict=True):
+            assert planned[step] == pytest.approx(value, rel=1e-4, abs=1e-6), (tag, step)
+    control = run_reach(tmp_path / "control", 0, STEPS, *PLAN_24GB, *CONTROL)
+    first, last = rise(learned, "env/return")
+    c_first, c_last = rise(control, "env/return")
+    assert last - first > MIN_RISE, (first, last)
+    assert abs(c_last - c_first) < CONTROL_BAND, (c_first, c_last)

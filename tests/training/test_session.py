@@ -92,3 +92,22 @@ def test_a_launch_that_ends_alive_moves_its_cut_short_save_aside(
     assert (aside / "global_step_4" / "actor").is_dir()
     assert any(line.startswith("note: global_step_4 was left without a completion marker "
                                "(interrupted save") for line in notes)
+
+
+def test_out_of_memory_names_the_phase_and_the_plan_to_try(tiny_pi0_dir: Path,
+                                                           tmp_path: Path) -> None:
+    spec = _ready(tiny_pi0_dir, tmp_path)
+    OmegaConf.update(spec.cfg, "runner.memory_plan", "48gb", force_add=True)
+    spec = LaunchSpec(spec.cfg, tmp_path, True, None, 20, LaunchOptions(), gpus_per_node=1)
+    oom = DexrlError("the rollout worker group ran out of GPU memory during step 2", "lower it",
+                     where="worker group rollout", code="training-out-of-memory")
+    error = with_plan_facts(oom, spec)
+    assert ("it failed in the rollout (the policy's calls) under the 48gb memory plan: try the "
+            "24gb plan") in error.message
+    assert "24gb plan" in error.message and "--memory-plan 24gb --dry-run" in error.message
+    # the control: a run without a plan is pointed at the smallest plan's settings
+    bare = with_plan_facts(DexrlError("the actor worker group ran out of GPU memory", "lower it",
+                                      where="worker group actor",
+                                      code="training-out-of-memory"),
+                           _ready(tiny_pi0_dir, tmp_path))
+    assert "it failed in training" in bare.message and "had no memory plan" in bare.message

@@ -33,6 +33,10 @@ def _smoke_checkpoint() -> Any:
 MODEL = ModelSpec(
     tokenizer_files=(("vocab.json",), ("merges.txt",), ("tokenizer_config.json",)),
     norm_stats=True, params=(2.4e9, 0.45e9), prefix_kv_bytes=28 * 2 * 8 * 128 * 538 * 2,
+    # H100 bf16 (docs/performance.md#memory-plans): a training micro-batch of 32 peaked at
+    # 15.8 GB, an eager rollout call of 64 at 14.5 GB, with 4.8 GB of weights; the graphs of a
+    # batch of 8 held 10.28 GB.
+    memory_gb_per_sample=((15.8 - 4.8) / 32, (14.5 - 4.8) / 64, 10.28 / 8),
     extra_keys=_extra_keys,
     # in the config package, which reads the typed settings (models cannot import it)
     check_config="dexrl.config.model_checks:check_dm0_settings",

@@ -40,6 +40,10 @@ MODEL = ModelSpec(
     tokenizer_files=(("tokenizer.model",), ("tokenizer_config.json",)),
     preprocessor=True, norm_stats=True, params=(3.24e9, 0.314e9),
     prefix_kv_bytes=18 * 2 * 1 * 256 * 560 * 2,
+    # H100 bf16 (docs/performance.md#memory-plans): a training micro-batch of 32 peaked at
+    # 10.1 GB with 6.48 GB of weights; the graphs of a batch of 8 held 2.77 GB; a rollout
+    # sample's activations are not measured (DM0's per prefix byte, scaled).
+    memory_gb_per_sample=((10.1 - 6.48) / 32, 0.025, 2.77 / 8),
     extra_keys=_extra_keys,
     check_tensors=_check_tensors,
     inference=_inference,
