@@ -14,6 +14,7 @@ from safetensors import safe_open
 from safetensors.torch import load_file
 
 from dexrl.checkpoints.export import export_checkpoint, push_to_hub
+from dexrl.checkpoints.files.steps import mark_complete
 from dexrl.checkpoints.policy import load_eval_policy, load_policy
 from dexrl.checkpoints.sources import resolve_checkpoint
 from dexrl.errors import DexrlError
@@ -94,6 +95,7 @@ def test_float32_training_of_a_bf16_base_keeps_float32(tmp_path: Path) -> None:
     weights = run / "checkpoints/global_step_2" / WEIGHTS_IN_STEP
     torch.save({k: v.float() for k, v in torch.load(weights, weights_only=True).items()},
                weights)
+    mark_complete(weights.parents[2], 2)  # saved so: the marker records the float32 file
     done = export_checkpoint(resolve_checkpoint(run), tmp_path / "out")
     assert done.dtype == "float32"
     assert json.loads((done.out / "config.json").read_text())["torch_dtype"] == "float32"
@@ -138,6 +140,7 @@ def test_failed_export_writes_nothing(tiny_run: Path, tmp_path: Path) -> None:
     state = torch.load(weights, weights_only=True)
     state["model.llm.layers.0.mlp.up_proj.weight"] = torch.zeros(3, 3)
     torch.save(state, weights)
+    mark_complete(weights.parents[2], 2)  # saved so: the marker records the odd file
     with pytest.raises(DexrlError) as err:
         export_checkpoint(resolve_checkpoint(run), tmp_path / "out")
     assert err.value.code == "base-weights-mismatch"
@@ -271,6 +274,7 @@ def noise_run(tiny_pi0_dir: Path, tmp_path_factory: pytest.TempPathFactory) -> P
                             torch.zeros(1))
     state.update({f"noise_head.{k}": v for k, v in head.state_dict().items()})
     torch.save(state, weights)
+    mark_complete(weights.parents[2], 2)  # saved so: the marker records the head
     return run
 
 
