@@ -93,7 +93,8 @@ def choose(asked: str, gpu_gb: float | None, smoke: bool,
              else f"an assumed {ASSUMED_GPU_GB:.0f} GB H100 (this machine shows no GPU)")
     if asked != AUTO:
         name = plan_named(asked).name
-        if gpu_gb is not None and not fits(estimate(name), card):
+        need = estimate(name)  # also what the launch runs: the plan applied to the config
+        if gpu_gb is not None and not fits(need, card):
             fitting = [p.name for p in PLANS if fits(estimate(p.name), card)]
             raise _does_not_fit(f"memory plan {name} does not fit", estimates[name], card,
                                 fitting, estimates)

@@ -116,3 +116,15 @@ def test_an_80gb_card_keeps_the_shipped_config() -> None:
     assert planned["runner"].pop("memory_plan") == "80gb"
     assert planned == OmegaConf.to_container(compose("libero_spatial_ppo_dexbotic_pi0",
                                                      list(ONE_GPU)))
+
+
+@pytest.mark.parametrize("smoke", [False, True])
+def test_a_named_plan_without_gpu_facts_reaches_the_launch_config(smoke: bool) -> None:
+    """A launch (not a dry run) on a machine with no GPU facts, --smoke included, runs the plan
+    it named: the plan is estimated, so applied, though it cannot be checked."""
+    asked = ConfigRequest(suite="reach" if smoke else "libero_spatial", model="pi0",
+                          smoke=smoke, overrides=() if smoke else ONE_GPU)
+    composed, choice = compose_with_plan(asked, "24gb", None, 1, dry_run=False)
+    assert choice.name == "24gb" and "not checked" in choice.reason
+    assert composed.cfg.runner.memory_plan == "24gb"
+    assert composed.cfg.actor.enable_offload is True
