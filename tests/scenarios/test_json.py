@@ -169,8 +169,14 @@ def test_resume_dry_run_json_names_the_checkpoint_steps_and_changes(one_step: Pa
 
 
 def test_resume_dry_run_json_of_a_run_without_a_complete_checkpoint(one_step: Path) -> None:
+    """An unmarked step is never trained over without --move-aside (issue 46); with it, the
+    dry run plans the restart from step 0 and names the folder it would move, moving nothing."""
     (checkpoints_dir(one_step) / "global_step_1" / MARKER).unlink()
-    data = document(run("resume", one_step, "--dry-run", "--json"), "dexrl.resume-plan/1")
+    failure(run("resume", one_step, "--dry-run", "--json"), "resume-checkpoints-in-the-way")
+    before = tree(one_step)
+    data = document(run("resume", one_step, "--dry-run", "--json", "--move-aside"),
+                    "dexrl.resume-plan/1")
+    assert tree(one_step) == before  # nothing moved, nothing written
     assert data["checkpoint"] is None and data["restart"] is True
     assert (data["from_step"], data["to_step"]) == (0, 3)
     assert any("global_step_1" in note for note in data["notes"])
