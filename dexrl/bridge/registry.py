@@ -33,6 +33,19 @@ ADAPTERS: dict[str, Callable[[Any, Any], Any]] = {
 }
 
 
+# model_type -> the adapter class of dexrl's own policies, as ``"module:Class"`` (imported when
+# used): ``dexrl eval --torch-compile/--cuda-graph`` borrows its rollout call.
+ADAPTER_CLASSES: dict[str, str] = {
+    "dexbotic_pi0": "dexrl.bridge.policies.pi0:Pi0RLPolicy",
+    "dexbotic_dm0": "dexrl.bridge.policies.dm0:Dm0RLPolicy",
+}
+
+
+def has_fast_path(model_type: str) -> bool:
+    """Whether evaluations of ``model_type`` can use the compiled / graphed rollout call."""
+    return model_type in ADAPTER_CLASSES
+
+
 def builders() -> dict[str, Callable[[Any, Any], Any]]:
     """model_type -> builder of every policy :func:`register` registers.
 

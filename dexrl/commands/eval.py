@@ -53,6 +53,11 @@ Examples:
       the success rate beside the blind bound shows whether the policy still reads its
       instruction (docs/learning.md).
 
+  dexrl eval --ckpt Dexmal/libero-db-pi0 --suite libero_spatial --torch-compile default \\
+      --cuda-graph
+      The same protocol with the policy calls compiled and replayed as CUDA graphs (a GPU; the
+      rollout's fast paths, compiled and captured before the first episode).
+
   dexrl eval --ckpt runs/reach_cued_pi0_<time> --suite reach_cued --json | jq .results.overall
       The same evaluation, its outcome as one JSON document (schema dexrl.eval/1): the output
       folder and results.json's content.
@@ -101,6 +106,11 @@ def eval_command(
     allow_protocol_mismatch: bool = typer.Option(False, "--allow-protocol-mismatch",
                                                  help="Pair with --compare results of another "
                                                  "protocol."),
+    torch_compile: str = typer.Option(None, "--torch-compile", help="Compile the policy call "
+                                      "with this torch.compile mode (default, "
+                                      "max-autotune-no-cudagraphs, ...); off by default."),
+    cuda_graph: bool = typer.Option(False, "--cuda-graph", help="Replay the policy call as "
+                                    "CUDA graphs (GPU only); off by default."),
     verbose: bool = typer.Option(False, "--verbose", "-v", help="Show third-party output "
                                  "(robosuite, gym, warnings) instead of logging it to "
                                  "OUT/eval.log."),
@@ -117,8 +127,8 @@ def eval_command(
         max_episode_steps=max_episode_steps, video=video, out=out, overwrite=overwrite,
         compare=compare, base=base, device=device, dtype=dtype,
         allow_suite_mismatch=allow_suite_mismatch, verbose=verbose, protocol=protocol,
-        allow_protocol_mismatch=allow_protocol_mismatch,
-        env_overrides=tuple(overrides or ()))
+        allow_protocol_mismatch=allow_protocol_mismatch, torch_compile=torch_compile,
+        cuda_graph=cuda_graph, env_overrides=tuple(overrides or ()))
     log = _temporary_log()
     claimed: list[Path] = []  # the output folder, once the evaluation has started writing it
     out_dir: list[Path] = []  # the output folder, once known

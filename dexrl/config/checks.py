@@ -23,6 +23,7 @@ from dexrl.config.placement import parse_placement
 from dexrl.config.schema import check_values
 from dexrl.config.settings import Settings, given, positive_or
 from dexrl.errors import Finding
+from dexrl.models.choices import GRAPHING_MODES
 from dexrl.plugins import discover
 from dexrl.reach.rules import SECTION, check_env
 
@@ -313,8 +314,7 @@ def check_rollout_speed(s: Settings, facts: Facts) -> list[Finding]:
                                 "set rollout.enable_cuda_graph=false (rollout."
                                 "enable_torch_compile works on a CPU)",
                                 code="policy-cuda-graph-no-gpu"))
-    if graphs and s.rollout.enable_torch_compile is True and mode in (
-            "reduce-overhead", "max-autotune"):
+    if graphs and s.rollout.enable_torch_compile is True and mode in GRAPHING_MODES:
         findings.append(Finding("error", "rollout.torch_compile_mode",
                                 f"{mode} records CUDA graphs itself, which cannot run inside "
                                 "the rollout's own CUDA graph",

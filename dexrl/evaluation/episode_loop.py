@@ -85,6 +85,7 @@ class Timings:
     total_s: float = 0.0
     env_steps: int = 0  # executed steps summed over the busy envs
     policy_calls: int = 0
+    warm_up_s: float = 0.0  # compiling / capturing the fast policy call, before the loop
 
 
 @dataclass

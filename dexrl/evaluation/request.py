@@ -34,6 +34,8 @@ class EvalRequest:
         allow_protocol_mismatch: ``--allow-protocol-mismatch``: pair with ``--compare`` results
             of another protocol.
         verbose: ``--verbose``: third-party output on the terminal instead of the log.
+        torch_compile: ``--torch-compile``: the policy call's torch.compile mode (None: eager).
+        cuda_graph: ``--cuda-graph``: replay the policy call as CUDA graphs.
         env_overrides: The ``key=value`` env config overrides.
     """
 
@@ -57,4 +59,6 @@ class EvalRequest:
     protocol: str | None = None
     allow_protocol_mismatch: bool = False
     verbose: bool = False
+    torch_compile: str | None = None
+    cuda_graph: bool = False
     env_overrides: tuple[str, ...] = ()

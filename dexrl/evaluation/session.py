@@ -21,7 +21,7 @@ from omegaconf import DictConfig
 from dexrl.catalog import get_suite
 from dexrl.checkpoints.policy import load_eval_policy
 from dexrl.checkpoints.sources import CheckpointSource, locate_checkpoint, resolve_checkpoint
-from dexrl.errors import DexrlError, disk_full
+from dexrl.errors import DexrlError, disk_full, one_line
 from dexrl.evaluation import results as res
 from dexrl.evaluation.episode_loop import EpisodeResult, LoopSettings, Timings, run_episodes
 from dexrl.evaluation.episodes import parse_tasks, plan_episodes
@@ -164,6 +164,8 @@ def run(prepared: Prepared, *, command: list[str],
     config = policy.network.config
     loop = LoopSettings(s.num_steps, s.action_chunk, s.max_episode_steps,
                         (config.chunk_size, config.action_dim))
+    timings = Timings()
+    policy = _fast_policy(policy, prepared, timings)
     env = prepared.task.vec_env(prepared.env_cfg, prepared.source.model_type, s.action_chunk)
     try:
         res.claim_out_dir(prepared.out, prepared.stale)
@@ -182,7 +184,6 @@ def run(prepared: Prepared, *, command: list[str],
 
         if on_start:
             on_start(len(prepared.episodes))
-        timings = Timings()
         try:
             outcomes = run_episodes(env, policy, prepared.episodes, loop,
                                     start_video=recorder.start, on_episode=finished,
@@ -201,6 +202,33 @@ def run(prepared: Prepared, *, command: list[str],
         env.close()
     return _finish(prepared, outcomes, timings, time.perf_counter() - started, command,
                    _environment())
+
+
+def _fast_policy(policy: Any, prepared: Prepared, timings: Timings) -> Any:
+    """The policy's calls through the rollout's compiled / CUDA-graph path when asked for
+    (``--torch-compile``, ``--cuda-graph``), compiled and captured now; else ``policy``."""
+    s = prepared.settings
+    if s.torch_compile is None and not s.cuda_graph:
+        return policy
+    from dexrl.bridge.policies.fast_eval import FastEvalPolicy
+
+    started = time.perf_counter()
+    fast = FastEvalPolicy(policy, prepared.source.model_type, num_steps=s.num_steps,
+                          action_chunk=s.action_chunk, num_envs=s.num_envs,
+                          compile_mode=s.torch_compile, cuda_graph=s.cuda_graph)
+    try:
+        fast.warm_up()
+    except DexrlError:
+        raise
+    except Exception as exc:  # inductor without a C compiler, a capture out of GPU memory, ...
+        flags = " and ".join(f for f, on in (("--torch-compile", s.torch_compile is not None),
+                                             ("--cuda-graph", s.cuda_graph)) if on)
+        raise DexrlError(f"compiling / capturing the policy call failed: {one_line(exc)}",
+                         hint=f"leave {flags} out (the eager policy call gives the same "
+                         "actions), or fix the cause above", where=flags,
+                         code="eval-fast-path-failed") from None
+    timings.warm_up_s = time.perf_counter() - started
+    return fast
 
 
 def _environment() -> dict[str, Any]:

@@ -15,6 +15,7 @@ from typing import Any
 
 from omegaconf import DictConfig, OmegaConf
 
+from dexrl.bridge.registry import has_fast_path
 from dexrl.catalog import get_suite
 from dexrl.checkpoints.files.layout import read_json
 from dexrl.checkpoints.policy import model_defaults
@@ -36,6 +37,7 @@ from dexrl.evaluation.protocol import (
 )
 from dexrl.evaluation.request import EvalRequest
 from dexrl.evaluation.videos import check_mode
+from dexrl.models.choices import COMPILE_MODES, GRAPHING_MODES
 
 # Env keys the eval sets itself (through flags or by design); overriding them would break pairing.
 FLAG_KEYS = {
@@ -73,6 +75,8 @@ class EvalSettings:
     settle_steps: int = TRAINING_SETTLE_STEPS
     scene_seed: int | None = None
     deviations: list[str] = field(default_factory=list)
+    torch_compile: str | None = None
+    cuda_graph: bool = False
 
     def record(self) -> dict[str, Any]:
         """JSON-ready form for results.json."""
@@ -183,10 +187,46 @@ def resolve_settings(source: CheckpointSource, request: EvalRequest,
     sources["device"] = ("command line" if request.device != "auto"
                          else "auto (CUDA if visible)")
     sources["dtype"] = "command line" if request.dtype else "the checkpoint's weights"
+    device = resolve_device(request.device)
+    check_fast_path(request, source.model_type, device)
+    for name, given in (("torch_compile", request.torch_compile),
+                        ("cuda_graph", request.cuda_graph)):
+        sources[name] = "command line" if given else "default: off (eager policy calls)"
     return EvalSettings(suite, list(tasks), request.episodes_per_task, envs, request.seed, steps,
-                        chunk, horizon, check_mode(request.video), resolve_device(request.device),
+                        chunk, horizon, check_mode(request.video), device,
                         request.dtype, list(request.env_overrides), sources, protocol, settle,
-                        STANDARD_SCENE_SEED if standard else None, deviations)
+                        STANDARD_SCENE_SEED if standard else None, deviations,
+                        torch_compile=request.torch_compile, cuda_graph=request.cuda_graph)
+
+
+def check_fast_path(request: EvalRequest, model_type: str, device: str) -> None:
+    """``--torch-compile`` and ``--cuda-graph``: a mode torch knows, a model type with the
+    rollout's fast call, a CUDA device for graphs, and no compile mode that records CUDA graphs
+    itself beside them.
+
+    Raises:
+        DexrlError: the first of these that fails.
+    """
+    mode, graphs = request.torch_compile, request.cuda_graph
+    if mode is not None and mode not in COMPILE_MODES:
+        raise DexrlError(f"torch.compile mode {mode!r} is not one torch knows",
+                         f"use one of {', '.join(COMPILE_MODES)}", where="--torch-compile",
+                         code="eval-compile-mode-unknown")
+    if (mode is not None or graphs) and not has_fast_path(model_type):
+        raise DexrlError(f"{model_type} has no compiled or CUDA-graph policy call",
+                         "leave --torch-compile and --cuda-graph out",
+                         where="--cuda-graph" if graphs else "--torch-compile",
+                         code="eval-fast-path-unsupported")
+    if graphs and not device.startswith("cuda"):
+        raise DexrlError(f"--cuda-graph needs the policy on a CUDA GPU; it runs on {device}",
+                         "leave --cuda-graph out (--torch-compile works on a CPU), or pass "
+                         "--device cuda on a machine with a GPU", where="--cuda-graph",
+                         code="eval-cuda-graph-no-gpu")
+    if graphs and mode in GRAPHING_MODES:
+        raise DexrlError(f"torch.compile mode {mode!r} records CUDA graphs itself, which cannot "
+                         "run inside the policy call's own CUDA graph",
+                         "use --torch-compile default (or max-autotune-no-cudagraphs) with "
+                         "--cuda-graph", where="--torch-compile", code="eval-compile-mode-graphs")
 
 
 def _default_num_envs() -> int:

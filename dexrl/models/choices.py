@@ -13,5 +13,7 @@ and torch's scaled_dot_product_attention (fused kernels on CUDA; equal to float 
 bit-identical)."""
 COMPILE_MODES = ("default", "reduce-overhead", "max-autotune", "max-autotune-no-cudagraphs")
 """torch.compile's modes for the rollout (:mod:`dexrl.bridge.policies.fast_rollout`)."""
+GRAPHING_MODES = ("reduce-overhead", "max-autotune")
+"""Compile modes whose code records CUDA graphs itself (cudagraph trees): not inside a capture."""
 
-__all__ = ["ATTENTION", "COMPILE_MODES", "NOISE_METHODS", "NORM_MODES"]
+__all__ = ["ATTENTION", "COMPILE_MODES", "GRAPHING_MODES", "NOISE_METHODS", "NORM_MODES"]

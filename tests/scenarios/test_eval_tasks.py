@@ -38,6 +38,45 @@ def test_per_target_table_json_and_blind_bound(cued_run: Path, tmp_path: Path) -
         e["actions_sha256"] for e in data["episodes"]]
 
 
+def test_compiled_policy_calls_play_the_same_episodes(cued_run: Path, tmp_path: Path,
+                                                      monkeypatch: pytest.MonkeyPatch) -> None:
+    """``--torch-compile``: the policy calls go through the rollout's compiled path (traced
+    with aot_eager here: inductor's code generation is the slow test's), compiled before the
+    first episode, and play the eager evaluation's episodes."""
+    from dexrl.bridge.policies import fast_eval
+
+    monkeypatch.setattr(fast_eval, "COMPILE_BACKEND", "aot_eager")
+    eager = run("--ckpt", cued_run, *SMALL, "--out", tmp_path / "eager")
+    fast = run("--ckpt", cued_run, *SMALL, "--out", tmp_path / "fast", "--torch-compile",
+               "default")
+    assert eager.exit_code == 0 and fast.exit_code == 0, fast.output
+    one, two = (json.loads((tmp_path / d / "results.json").read_text()) for d in ("eager", "fast"))
+    assert [(e["success"], e["length"]) for e in two["episodes"]] == [
+        (e["success"], e["length"]) for e in one["episodes"]]
+    assert (two["config"]["torch_compile"], two["config"]["cuda_graph"]) == ("default", False)
+    assert two["config"]["sources"]["torch_compile"] == "command line"
+    assert one["config"]["torch_compile"] is None
+    assert two["timing"]["warm_up_s"] > 0 == one["timing"]["warm_up_s"]
+    assert "torch_compile" in fast.output and "command line" in fast.output
+
+
+@pytest.mark.slow
+@pytest.mark.spawns  # inductor probes the CPU's instruction set in a child interpreter
+def test_inductor_compiled_evaluation_plays_the_same_episodes(
+        cued_run: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """The generated code (what ``--torch-compile default`` runs) plays the eager episodes."""
+    import torch._inductor.config as inductor
+
+    monkeypatch.setattr(inductor, "compile_threads", 1)  # no compile worker processes
+    eager = run("--ckpt", cued_run, *SMALL, "--out", tmp_path / "eager")
+    fast = run("--ckpt", cued_run, *SMALL, "--out", tmp_path / "fast", "--torch-compile",
+               "default")
+    assert eager.exit_code == 0 and fast.exit_code == 0, fast.output
+    one, two = (json.loads((tmp_path / d / "results.json").read_text()) for d in ("eager", "fast"))
+    assert [(e["success"], e["length"]) for e in two["episodes"]] == [
+        (e["success"], e["length"]) for e in one["episodes"]]
+
+
 def test_masks_are_env_overrides_that_change_what_the_policy_sees(cued_run: Path,
                                                                   tmp_path: Path) -> None:
     base = run("--ckpt", cued_run, *SMALL, "--out", tmp_path / "base")
@@ -61,6 +100,8 @@ def test_masks_are_env_overrides_that_change_what_the_policy_sees(cued_run: Path
     (["--suite", "reach_cued", "reach_cued.colours=[red]"], "eval-env-override-invalid"),
     (["--suite", "reach_cued", "--tasks", "3"], "eval-task-out-of-range"),
     (["--suite", "reach"], "eval-suite-mismatch"),
+    (["--suite", "reach_cued", "--cuda-graph", "--device", "cpu"], "eval-cuda-graph-no-gpu"),
+    (["--suite", "reach_cued", "--torch-compile", "fastest"], "eval-compile-mode-unknown"),
 ])
 def test_bad_task_input_is_one_error_and_writes_nothing(cued_run: Path, tmp_path: Path,
                                                         args: list[str], code: str) -> None:

@@ -25,12 +25,10 @@ from dexrl.bridge.policies.rollout_core import (
 )
 from dexrl.bridge.policies.rollout_graphs import RolloutGraphs
 from dexrl.errors import DexrlError
-from dexrl.models.choices import COMPILE_MODES
+from dexrl.models.choices import COMPILE_MODES, GRAPHING_MODES
 
 # torch.compile's modes (torch._inductor.list_mode_options() and "default"); RLinf's default
-# for the rollout hook is max-autotune-no-cudagraphs. dexrl.config.schema repeats them.
-# Modes whose compiled code records CUDA graphs itself (cudagraph trees): not inside a capture.
-GRAPHING_MODES = ("reduce-overhead", "max-autotune")
+# for the rollout hook is max-autotune-no-cudagraphs.
 
 
 class FastRollout:
