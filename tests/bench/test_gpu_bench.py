@@ -13,6 +13,7 @@ import torch
 BENCH = Path(__file__).resolve().parents[2] / "bench"
 
 
+@pytest.mark.slow
 @pytest.mark.skipif(torch.cuda.is_available(), reason="the CPU path; a GPU runs the real one")
 def test_cpu_path_fills_rows_and_names_what_it_skips(tmp_path: Path,
                                                      monkeypatch: pytest.MonkeyPatch,

@@ -203,7 +203,7 @@ def test_the_real_size_dm0_has_the_assumed_parameter_count(bench: None) -> None:
     assert sum(p.numel() for p in network.parameters()) == 2_560_158_752
 
 
-@pytest.mark.spawns
+@pytest.mark.slow
 def test_the_writer_writes_a_loadable_tiny_checkpoint_of_each_policy(tmp_path: Path) -> None:
     from dexrl.checkpoints.policy import load_policy
 

@@ -92,6 +92,7 @@ def test_round_trip_surfaces_an_ext_module_that_cannot_import(
     assert err.value.code == "rlinf-workers-cannot-load"
 
 
+@pytest.mark.slow
 def test_round_trip_surfaces_a_failing_register_and_missing_types(
     private_ray: None, ext_dir: Path
 ) -> None:

@@ -179,7 +179,7 @@ def test_eval_on_libero(first_eval: tuple[Path, str, str, Path], tiny_run: Path,
     assert not list(out.glob(".*"))  # no temporary files left
 
 
-@pytest.mark.spawns
+@pytest.mark.slow
 @needs_libero
 def test_export_round_trip_gives_identical_actions(first_eval: tuple, tiny_run: Path,
                                                    tmp_path: Path) -> None:

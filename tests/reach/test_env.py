@@ -169,6 +169,7 @@ def success_rate(env: CuedReachEnv, act) -> float:  # noqa: ANN001 - obs -> acti
     return float(env.success_once.mean())
 
 
+@pytest.mark.slow
 def test_blind_policies_stay_at_the_bound_and_a_cue_reader_beats_it() -> None:
     env = make_cued(env_cfg(), num_envs=3000)
     task = env.task

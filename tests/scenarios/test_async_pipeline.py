@@ -21,7 +21,7 @@ from dexrl.curves import read_run
 from tests.helpers.checkpoints import latest_checkpoint
 
 
-@pytest.mark.spawns
+@pytest.mark.slow
 def test_async_run_trains_marks_and_resumes_on_fresh_trajectories(tmp_path: Path) -> None:
     run_dir = tmp_path / "run"
     train = run_process([DEXRL, "train", "--suite", "reach_cued", "--model", "pi0", "--smoke",

@@ -46,8 +46,9 @@ def test_compiled_policy_calls_play_the_same_episodes(cued_run: Path, tmp_path: 
     from dexrl.bridge.policies import fast_eval
 
     monkeypatch.setattr(fast_eval, "COMPILE_BACKEND", "aot_eager")
-    eager = run("--ckpt", cued_run, *SMALL, "--out", tmp_path / "eager")
-    fast = run("--ckpt", cued_run, *SMALL, "--out", tmp_path / "fast", "--torch-compile",
+    small = [*SMALL[:-1], "2"]  # two envs: batch sizes 1 and 2 to compile
+    eager = run("--ckpt", cued_run, *small, "--out", tmp_path / "eager")
+    fast = run("--ckpt", cued_run, *small, "--out", tmp_path / "fast", "--torch-compile",
                "default")
     assert eager.exit_code == 0 and fast.exit_code == 0, fast.output
     one, two = (json.loads((tmp_path / d / "results.json").read_text()) for d in ("eager", "fast"))

@@ -69,7 +69,9 @@ def one_thread() -> Iterator[None]:
 
 
 @pytest.mark.parametrize(("model", "noise_method"),
-                         [("pi0", "flow_sde"), ("pi0", "flow_cps"), ("dm0", "flow_sde")],
+                         [("pi0", "flow_sde"),
+                          pytest.param("pi0", "flow_cps", marks=pytest.mark.slow),
+                          pytest.param("dm0", "flow_sde", marks=pytest.mark.slow)],
                          indirect=["model"])
 def test_ppo_teaches_the_policy_to_read_its_context_and_a_control_does_not(
     one_thread: None, model: str, model_dir: Path, noise_method: str
@@ -113,7 +115,7 @@ NEW_PATHS = {"grpo": ["+algo=grpo"],
 
 
 @pytest.mark.parametrize(("model", "path"), [
-    ("pi0", "grpo"), ("pi0", "flow_noise"),
+    ("pi0", "grpo"), pytest.param("pi0", "flow_noise", marks=pytest.mark.slow),
     pytest.param("dm0", "grpo", marks=pytest.mark.slow),
     pytest.param("dm0", "flow_noise", marks=pytest.mark.slow),
 ], indirect=["model"])

@@ -36,7 +36,7 @@ def two_nodes() -> Iterator[LocalCluster]:
         cluster.shutdown()
 
 
-@pytest.mark.spawns
+@pytest.mark.slow
 def test_doctor_reports_both_nodes_the_round_trip_on_each_and_the_placement(
         two_nodes: LocalCluster, tmp_path: Path) -> None:
     run = run_process([DEXRL, "doctor", "--ray-address", two_nodes.address, "--quick", "--json",

@@ -38,7 +38,7 @@ def test_runs_use_the_dexrl_script_beside_python_else_python_m_dexrl(
     assert experiments.dexrl_command() == [str(python.parent / "dexrl")]
 
 
-@pytest.mark.spawns
+@pytest.mark.slow
 @pytest.mark.parametrize("model", ["pi0", "dm0"])
 def test_the_cued_task_runs_through_rlinf_and_draws_curves(tmp_path: Path, model: str) -> None:
     """Two global steps: the task, RLinf's workers, metrics in TensorBoard, curves.png; with

@@ -54,8 +54,8 @@ OOM_FIXES = {
              "(cluster.component_placement); then resume",
     "rollout": "lower env.train.total_num_envs (the rollout batch), set rollout.enable_offload=true"
                " or rollout.enable_cuda_graph=false; then resume",
-    "env": "lower env.train.total_num_envs (each LIBERO env is a process of about 2 GB) or set "
-           "env.enable_offload=true; then resume",
+    "env": "lower env.train.total_num_envs (each LIBERO env is a process of about 2 GB) or "
+           "give the env workers GPUs of their own (cluster.component_placement); then resume",
 }
 # A worker call that failed because a peer died (Ray's error, a collective's broken connection):
 # the death is the story, and Ray's actor table may record it a little after the call failed.

@@ -42,20 +42,21 @@ def _counts() -> tuple[int, int, int]:
 def test_compiled_calls_equal_the_inference_policy_and_compile_only_in_warm_up(
         request: pytest.FixtureRequest, model: str) -> None:
     """aot_eager (dynamo and AOTAutograd, no code generation): the warm-up traces three graphs
-    per padded batch size without a break; then every batch an evaluation of 3 envs has (3, 2,
-    1, busy envs leaving) gives the inference policy's actions for the same noise, and nothing
-    compiles again."""
+    per padded batch size (1, 2, 4) without a break; then batches of an evaluation of 4 envs
+    (4, then 3 padded to 4 as busy envs leave, 1) give the inference policy's actions for the
+    same noise, and nothing compiles again."""
     ckpt = request.getfixturevalue("tiny_pi0_dir" if model == "pi0" else "tiny_dm0_dir")
     reference = load_policy(ckpt)
     fast = FastEvalPolicy(load_policy(ckpt), f"dexbotic_{model}", num_steps=STEPS,
-                          action_chunk=CHUNK, num_envs=3, compile_mode="default",
+                          action_chunk=CHUNK, num_envs=4, compile_mode="default",
                           compile_backend="aot_eager")
     torch._dynamo.reset()
     counters.clear()
     fast.warm_up()
     warmed = _counts()
     assert warmed[:2] == (3 * len(fast.buckets), 0)
-    for batch in (3, 2, 1, 3):
+    assert fast.buckets == [1, 2, 4]
+    for batch in (4, 3, 1):
         obs, noise = random_env_obs(batch, batch), _noise(reference, batch, batch)
         want = reference.predict(obs, noise=noise, num_steps=STEPS, num_action_chunks=CHUNK)
         got = fast.predict(obs, noise=noise, num_steps=STEPS, num_action_chunks=CHUNK)
