@@ -40,12 +40,13 @@ def test_per_target_table_json_and_blind_bound(cued_run: Path, tmp_path: Path) -
 
 def test_compiled_policy_calls_play_the_same_episodes(cued_run: Path, tmp_path: Path,
                                                       monkeypatch: pytest.MonkeyPatch) -> None:
-    """``--torch-compile``: the policy calls go through the rollout's compiled path (traced
-    with aot_eager here: inductor's code generation is the slow test's), compiled before the
-    first episode, and play the eager evaluation's episodes."""
+    """``--torch-compile``: the policy calls go through the rollout's compiled path (traced by
+    dynamo with its eager backend here, for time: AOTAutograd is test_fast_eval.py's, inductor's
+    code generation the slow test's), compiled before the first episode, and play the eager
+    evaluation's episodes."""
     from dexrl.bridge.policies import fast_eval
 
-    monkeypatch.setattr(fast_eval, "COMPILE_BACKEND", "aot_eager")
+    monkeypatch.setattr(fast_eval, "COMPILE_BACKEND", "eager")
     small = [*SMALL[:-1], "2"]  # two envs: batch sizes 1 and 2 to compile
     eager = run("--ckpt", cued_run, *small, "--out", tmp_path / "eager")
     fast = run("--ckpt", cued_run, *small, "--out", tmp_path / "fast", "--torch-compile",

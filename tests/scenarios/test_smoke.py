@@ -1,7 +1,8 @@
 """End to end on the CPU: real RLinf, real Ray, a real LIBERO env.
 
 Each run is a subprocess, as under ``dexrl train``: one launch per process. The default run keeps
-one test, through the real CLI (``dexrl train --smoke``, then ``dexrl resume`` to step 2); the
+one test, through the real CLI (``dexrl train --smoke``); the same run followed by ``dexrl resume``
+of the moved folder to step 2 is ``slow`` (a second Ray launch, 2.5 more minutes); the
 supervision tests (worker failure, stall, Ctrl-C) drive ``dexrl.bridge.launch.driver`` through
 ``tests/helpers/smoke_run.py`` and are ``slow``.
 """
@@ -13,7 +14,7 @@ import time
 from pathlib import Path
 
 import pytest
-from helpers.smoke import DEXRL, run_process, session_leftovers, smoke
+from helpers.smoke import DEXRL, Run, run_process, session_leftovers, smoke
 from omegaconf import OmegaConf
 
 from dexrl.bridge.launch.driver import BANNER
@@ -26,8 +27,13 @@ PEAK_PSS_LIMIT = 10 * 2**30
 
 
 @pytest.mark.spawns
-def test_cli_smoke_trains_one_step_then_resumes_at_the_next(tmp_path: Path) -> None:
-    run_dir = tmp_path / "run"
+def test_cli_smoke_trains_one_step(tmp_path: Path) -> None:
+    _train_one_step(tmp_path / "run")
+
+
+def _train_one_step(run_dir: Path) -> tuple[Run, Path]:
+    """``dexrl train --smoke`` into ``run_dir``, checked; returns its process result and its
+    complete checkpoint."""
     train = run_process([DEXRL, "train", "--suite", "libero_spatial", "--model", "pi0", "--smoke",
                          "--run-dir", str(run_dir)], run_dir)
     assert train.returncode == 0, train.stderr[-3000:]
@@ -53,7 +59,13 @@ def test_cli_smoke_trains_one_step_then_resumes_at_the_next(tmp_path: Path) -> N
     saved = OmegaConf.load(run_dir / "config.yaml")  # the run-folder fields, set before launch
     assert saved.runner.logger.log_path == str(run_dir) and saved.runner.resume_dir is None
     assert saved.actor.model.model_path == str(run_dir / "smoke-checkpoint")
+    return train, first
 
+
+@pytest.mark.slow
+def test_cli_smoke_trains_one_step_then_resumes_at_the_next(tmp_path: Path) -> None:
+    run_dir = tmp_path / "run"
+    train, first = _train_one_step(run_dir)
     # The folder is moved and resumed from another directory: its paths follow it.
     moved = tmp_path / "mounted" / "run"
     moved.parent.mkdir()

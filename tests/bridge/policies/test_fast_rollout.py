@@ -117,8 +117,8 @@ def test_compiled_rollout_has_no_graph_break_and_never_recompiles(
     torch._dynamo.reset()
 
 
-@pytest.mark.spawns  # inductor probes the CPU's instruction set in a child interpreter
-@pytest.mark.parametrize("model", ["pi0", pytest.param("dm0", marks=pytest.mark.slow)])
+@pytest.mark.slow  # inductor's code generation; the aot_eager tracing above is in make test
+@pytest.mark.parametrize("model", ["pi0", "dm0"])
 def test_inductor_compiled_rollout_equals_eager(request: pytest.FixtureRequest, model: str,
                                                 monkeypatch: pytest.MonkeyPatch) -> None:
     """The generated code (inductor, what ``rollout.enable_torch_compile`` runs) against eager
