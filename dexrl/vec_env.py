@@ -18,6 +18,14 @@ import numpy as np
 Observation = Mapping[str, Any]  # main_images/wrist_images [N, H, W, 3], states, task_descriptions
 
 
+
+def take_rows(obs: Observation, rows: Sequence[int]) -> dict[str, Any]:
+    """The observations of ``rows``, in that order (repeats allowed): arrays and tensors are
+    indexed, lists (``task_descriptions``) picked."""
+    picked = list(rows)
+    return {key: value[picked] if hasattr(value, "shape") else [value[i] for i in picked]
+            for key, value in obs.items()}
+
 @dataclass(frozen=True)
 class Episode:
     """One evaluation episode, fixed before anything runs.

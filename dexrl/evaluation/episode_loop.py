@@ -15,7 +15,7 @@ from typing import Any, Protocol
 import numpy as np
 import torch
 
-from dexrl.vec_env import ChunkStep, Episode, Observation, VecEnv
+from dexrl.vec_env import ChunkStep, Episode, Observation, VecEnv, take_rows
 
 
 class Policy(Protocol):
@@ -191,20 +191,11 @@ def _lanes(episodes: Sequence[Episode]) -> list[deque[Episode]]:
 def _act(policy: Policy, obs: Observation, slots: list[_Slot], rows: list[int],
          settings: LoopSettings) -> np.ndarray:
     """One policy call on the busy rows; float32 [len(rows), action_chunk, 7]."""
-    index = torch.as_tensor(rows)
-    sub = {key: _take(value, rows, index) for key, value in obs.items()}
+    sub = take_rows(obs, rows)
     noise = torch.stack([torch.randn(settings.noise_shape, generator=s.generator) for s in slots])
     out = policy.predict(sub, noise=noise, num_steps=settings.num_steps,
                          num_action_chunks=settings.action_chunk)
     return out["actions"].to(torch.float32).cpu().numpy()
-
-
-def _take(value: Any, rows: list[int], index: torch.Tensor) -> Any:
-    if isinstance(value, torch.Tensor):
-        return value[index]
-    if isinstance(value, np.ndarray):
-        return value[rows]
-    return [value[i] for i in rows]
 
 
 def _advance(slot: _Slot, i: int, stepped: ChunkStep, max_steps: int) -> bool | None:

@@ -48,18 +48,12 @@ def test_compiled_policy_calls_play_the_same_episodes(cued_run: Path, tmp_path: 
 
     monkeypatch.setattr(fast_eval, "COMPILE_BACKEND", "eager")
     small = [*SMALL[:-1], "2"]  # two envs: batch sizes 1 and 2 to compile
-    eager = run("--ckpt", cued_run, *small, "--out", tmp_path / "eager")
-    fast = run("--ckpt", cued_run, *small, "--out", tmp_path / "fast", "--torch-compile",
-               "default")
-    assert eager.exit_code == 0 and fast.exit_code == 0, fast.output
-    one, two = (json.loads((tmp_path / d / "results.json").read_text()) for d in ("eager", "fast"))
-    assert [(e["success"], e["length"]) for e in two["episodes"]] == [
-        (e["success"], e["length"]) for e in one["episodes"]]
+    one, two, output = _eager_then_compiled(cued_run, tmp_path, small)
     assert (two["config"]["torch_compile"], two["config"]["cuda_graph"]) == ("default", False)
     assert two["config"]["sources"]["torch_compile"] == "command line"
     assert one["config"]["torch_compile"] is None
     assert two["timing"]["warm_up_s"] > 0 == one["timing"]["warm_up_s"]
-    assert "torch_compile" in fast.output and "command line" in fast.output
+    assert "torch_compile" in output and "command line" in output
 
 
 @pytest.mark.slow
@@ -70,13 +64,22 @@ def test_inductor_compiled_evaluation_plays_the_same_episodes(
     import torch._inductor.config as inductor
 
     monkeypatch.setattr(inductor, "compile_threads", 1)  # no compile worker processes
-    eager = run("--ckpt", cued_run, *SMALL, "--out", tmp_path / "eager")
-    fast = run("--ckpt", cued_run, *SMALL, "--out", tmp_path / "fast", "--torch-compile",
+    _eager_then_compiled(cued_run, tmp_path, SMALL)
+
+
+def _eager_then_compiled(cued_run: Path, tmp_path: Path,
+                         args: list[str]) -> tuple[dict, dict, str]:
+    """The same evaluation eager, then with ``--torch-compile default``; checks that both
+    played the same episodes (successes and lengths); returns both results.json and the
+    compiled run's output."""
+    eager = run("--ckpt", cued_run, *args, "--out", tmp_path / "eager")
+    fast = run("--ckpt", cued_run, *args, "--out", tmp_path / "fast", "--torch-compile",
                "default")
     assert eager.exit_code == 0 and fast.exit_code == 0, fast.output
     one, two = (json.loads((tmp_path / d / "results.json").read_text()) for d in ("eager", "fast"))
     assert [(e["success"], e["length"]) for e in two["episodes"]] == [
         (e["success"], e["length"]) for e in one["episodes"]]
+    return one, two, fast.output
 
 
 def test_masks_are_env_overrides_that_change_what_the_policy_sees(cued_run: Path,

@@ -18,17 +18,17 @@ import math
 from collections.abc import Mapping
 from typing import Any
 
-import numpy as np
 import torch
 
 from dexrl.bridge.policies.chain import RLSettings
 from dexrl.bridge.policies.fast_rollout import FastRollout
 from dexrl.bridge.policies.flow import FlowRLPolicy
 from dexrl.bridge.policies.rollout_graphs import MAX_GRAPHS
-from dexrl.bridge.registry import ADAPTER_CLASSES, has_fast_path
+from dexrl.bridge.registry import ADAPTER_CLASSES
 from dexrl.catalog import load_reference
 from dexrl.errors import DexrlError
 from dexrl.models.flow.policy import FlowPolicy, check_env_obs
+from dexrl.vec_env import take_rows
 
 COMPILE_BACKEND = "inductor"  # torch.compile's backend (tests trace with aot_eager)
 
@@ -45,7 +45,8 @@ class FastEvalPolicy:
 
     Args:
         policy: The loaded inference policy (its network is shared, not copied).
-        model_type: The checkpoint's model type (one of :data:`ADAPTER_CLASSES`).
+        model_type: The checkpoint's model type, one with a fast path
+            (:func:`dexrl.evaluation.settings.check_fast_path` refuses the others up front).
         num_steps: Denoising steps of every call.
         action_chunk: Actions returned per call.
         num_envs: The evaluation's envs (the largest batch).
@@ -55,17 +56,13 @@ class FastEvalPolicy:
             traces without code generation, for tests).
 
     Raises:
-        DexrlError: a model type without a fast path, an unknown compile mode, a CUDA graph off
-            the GPU or with a compile mode that records graphs itself.
+        DexrlError: an unknown compile mode (:meth:`warm_up`: a CUDA graph off the GPU or with
+            a compile mode that records graphs itself).
     """
 
     def __init__(self, policy: FlowPolicy, model_type: str, *, num_steps: int,
                  action_chunk: int, num_envs: int, compile_mode: str | None = None,
                  cuda_graph: bool = False, compile_backend: str | None = None) -> None:
-        if not has_fast_path(model_type):
-            raise DexrlError(f"{model_type} has no compiled or CUDA-graph policy call",
-                             hint="leave --torch-compile and --cuda-graph out",
-                             where="--torch-compile", code="eval-fast-path-unsupported")
         adapter_class: type[FlowRLPolicy] = load_reference(ADAPTER_CLASSES[model_type])
         settings = RLSettings(num_steps=num_steps, num_action_chunks=action_chunk,
                               add_value_head=False, train_expert_only=False,
@@ -115,18 +112,10 @@ class FastEvalPolicy:
         batch = check_env_obs(env_obs)
         size = next((b for b in self.buckets if b >= batch), batch)
         rows = list(range(batch)) + [0] * (size - batch)
-        padded = {key: _rows(value, rows) for key, value in env_obs.items()}
+        padded = take_rows(env_obs, rows)
         actions, _ = self.adapter.predict_action_batch(
             padded, mode="eval", compute_values=False, noise=noise[rows])
         return {"actions": actions[:batch]}
-
-
-def _rows(value: Any, rows: list[int]) -> Any:
-    if isinstance(value, torch.Tensor):
-        return value[torch.as_tensor(rows)]
-    if isinstance(value, np.ndarray):
-        return value[rows]
-    return [value[i] for i in rows]
 
 
 __all__ = ["FastEvalPolicy", "batch_buckets"]
